@@ -1,0 +1,1 @@
+"""Command-line interface (typer + rich). Renders model results; holds no model logic."""

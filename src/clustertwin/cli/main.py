@@ -1,0 +1,78 @@
+"""The ``clustertwin`` entry point: registers one typer app per command group and turns errors
+into one-line messages (exit 2 for bad input, 1 for internal failures), never a traceback."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+from clustertwin import __version__
+from clustertwin.errors import ClusterTwinError
+
+app = typer.Typer(
+    name="clustertwin",
+    help="A calibrated digital twin of AI compute clusters.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"clustertwin {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show version."),
+) -> None:
+    """clustertwin: plan, simulate, check and operate AI compute clusters."""
+
+
+def _register() -> None:
+    # one module per command group; each exposes ``register(app)``
+    from clustertwin.cli import catalog_cmd
+
+    for mod in (catalog_cmd,):
+        mod.register(app)
+
+
+_register()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; bad input -> exit 2 with one line on stderr; internal errors -> exit 1."""
+    try:
+        app(args=argv, standalone_mode=False)
+    except ClusterTwinError as e:
+        typer.echo(f"error: {e}", err=True)
+        return e.exit_code
+    except typer.Exit as e:
+        return e.exit_code
+    except typer.Abort:
+        typer.echo("aborted", err=True)
+        return 1
+    except SystemExit as e:  # click usage errors already printed
+        return int(e.code or 0)
+    except Exception as e:  # click.UsageError and friends
+        import click
+
+        if isinstance(e, click.exceptions.UsageError):
+            e.show()
+            return 2
+        if isinstance(e, click.exceptions.ClickException):
+            e.show()
+            return e.exit_code
+        if os.environ.get("CLUSTERTWIN_DEBUG"):
+            raise
+        typer.echo(f"internal error: {type(e).__name__}: {e} (set CLUSTERTWIN_DEBUG=1 for a traceback)", err=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,63 @@
+"""A cluster: nodes of one kind, a network, storage and a facility."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import model_validator
+
+from clustertwin.specs.base import PositiveInt, Sourced, preset
+from clustertwin.specs.facility import FacilitySpec
+from clustertwin.specs.hardware import FabricSpec, StorageSpec
+from clustertwin.specs.network import NetworkSpec
+from clustertwin.specs.node import NodeSpec
+
+
+def _default_network(nics_gbit: float) -> NetworkSpec:
+    from clustertwin.catalog import store
+
+    table = {"ib-ndr": 400, "ib-hdr": 200, "ib-xdr": 800}
+    best = min(table, key=lambda k: abs(table[k] - nics_gbit))
+    return NetworkSpec(fabric=store.raw("fabric", best), topology="rail-optimized")
+
+
+class ClusterSpec(Sourced):
+    """A homogeneous cluster."""
+
+    node: Annotated[NodeSpec, preset("node")]
+    """Node preset id or inline node spec."""
+    nodes: PositiveInt = 1
+    """Number of nodes."""
+    gpus: PositiveInt | None = None
+    """Total GPUs, if declared: must equal nodes x node.gpus."""
+    network: NetworkSpec | None = None
+    """Scale-out network; defaults to an InfiniBand rail-optimised fat-tree matching the NIC rate."""
+    storage: Annotated[StorageSpec, preset("storage")] = StorageSpec()
+    """Shared storage."""
+    facility: FacilitySpec = FacilitySpec()
+    """Facility assumptions."""
+
+    @model_validator(mode="after")
+    def _check(self) -> ClusterSpec:
+        if self.gpus is not None and self.gpus != self.nodes * self.node.gpus:
+            raise ValueError(
+                f"gpus={self.gpus} is not nodes x node.gpus = {self.nodes} x {self.node.gpus} "
+                f"= {self.nodes * self.node.gpus}"
+            )
+        if self.network is None:
+            object.__setattr__(self, "network", _default_network(self.node.nics.gbit_per_s))
+        return self
+
+    @property
+    def total_gpus(self) -> int:
+        return self.nodes * self.node.gpus
+
+    @property
+    def fabric(self) -> FabricSpec:
+        assert self.network is not None
+        return self.network.fabric
+
+    @property
+    def net(self) -> NetworkSpec:
+        assert self.network is not None
+        return self.network

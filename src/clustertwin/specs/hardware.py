@@ -1,0 +1,209 @@
+"""Hardware specs: GPU, CPU, fabric (NIC + link technology), switch, storage system, NVMe SSD."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import model_validator
+
+from clustertwin.specs.base import NonNegFloat, PositiveFloat, PositiveInt, Sourced
+
+Precision = Literal["fp64", "fp64_tensor", "fp32", "tf32", "bf16", "fp16", "fp8", "fp4", "int8"]
+PRECISIONS: tuple[str, ...] = ("fp64", "fp64_tensor", "fp32", "tf32", "bf16", "fp16", "fp8", "fp4", "int8")
+
+
+class GPUSpec(Sourced):
+    """One accelerator (GPU/NPU). Tensor peaks are dense (2:4 sparsity excluded), per device."""
+
+    vendor: str = "nvidia"
+    """Vendor: nvidia, amd, huawei."""
+    arch: str = ""
+    """Architecture family (Ampere, Hopper, Blackwell, CDNA3, DaVinci ...)."""
+    release_year: int | None = None
+    """Year of first availability."""
+    fp64_tflops: NonNegFloat | None = None
+    """Peak FP64 vector TFLOP/s."""
+    fp64_tensor_tflops: NonNegFloat | None = None
+    """Peak FP64 tensor/matrix TFLOP/s (null where there is no FP64 matrix unit)."""
+    fp32_tflops: NonNegFloat | None = None
+    """Peak FP32 vector TFLOP/s."""
+    tf32_tflops: NonNegFloat | None = None
+    """Peak dense TF32 tensor TFLOP/s."""
+    bf16_tflops: NonNegFloat | None = None
+    """Peak dense BF16 tensor TFLOP/s."""
+    fp16_tflops: NonNegFloat | None = None
+    """Peak dense FP16 tensor TFLOP/s (defaults to the BF16 figure where both exist)."""
+    fp8_tflops: NonNegFloat | None = None
+    """Peak dense FP8 tensor TFLOP/s."""
+    fp4_tflops: NonNegFloat | None = None
+    """Peak dense FP4 tensor TFLOP/s."""
+    int8_tops: NonNegFloat | None = None
+    """Peak dense INT8 tensor TOP/s."""
+    hbm_gb: PositiveFloat
+    """Device memory, GB as marketed (1e9 bytes)."""
+    hbm_gb_per_s: PositiveFloat
+    """Peak device-memory bandwidth, GB/s."""
+    memory_type: str = "HBM"
+    """HBM2, HBM2e, HBM3, HBM3e, GDDR6 ..."""
+    tdp_w: PositiveFloat
+    """Board/module power limit, W."""
+    scale_up: str = "none"
+    """Scale-up link technology (NVLink4, Infinity Fabric, HCCS, none)."""
+    scale_up_gb_per_s: NonNegFloat = 0.0
+    """Scale-up bandwidth per GPU per direction, GB/s (H100: 450; vendors print 900 bidirectional)."""
+    nvls: bool = False
+    """NVLink SHARP (in-switch reduction, NCCL NVLS algorithm) available with an NVSwitch."""
+    pcie_gen: PositiveInt = 4
+    """Host link PCIe generation (x16)."""
+    price_usd: PositiveFloat | None = None
+    """Street price estimate per device, USD (estimate; see source)."""
+
+    @model_validator(mode="after")
+    def _fp16_default(self) -> GPUSpec:
+        if self.fp16_tflops is None and self.bf16_tflops is not None:
+            object.__setattr__(self, "fp16_tflops", self.bf16_tflops)
+        return self
+
+    def peak_tflops(self, precision: str) -> float | None:
+        """Dense peak for a precision name (``bf16``, ``fp8``, ``fp64`` ...); None if unsupported."""
+        p = precision.lower()
+        if p == "int8":
+            return self.int8_tops
+        if p in ("fp16", "half"):
+            return self.fp16_tflops
+        return getattr(self, f"{p}_tflops", None)
+
+    @property
+    def hbm_bytes(self) -> float:
+        return self.hbm_gb * 1e9
+
+
+class CPUSpec(Sourced):
+    """A server CPU (one socket)."""
+
+    vendor: str = ""
+    """amd, intel, nvidia, huawei."""
+    family: str = ""
+    """Product family (EPYC 9004 Genoa ...)."""
+    release_year: int | None = None
+    """Year of first availability."""
+    cores: PositiveInt
+    """Cores per socket."""
+    base_ghz: PositiveFloat | None = None
+    """Base clock, GHz."""
+    memory_channels: PositiveInt | None = None
+    """DDR channels per socket."""
+    memory_mts: PositiveFloat | None = None
+    """DDR transfer rate, MT/s."""
+    memory_gb_per_s: PositiveFloat | None = None
+    """Peak memory bandwidth per socket, GB/s (channels x MT/s x 8 B)."""
+    tdp_w: PositiveFloat | None = None
+    """Socket power, W."""
+    pcie_lanes: PositiveInt | None = None
+    """PCIe lanes per socket."""
+    pcie_gen: PositiveInt | None = None
+    """PCIe generation."""
+    fp64_tflops: NonNegFloat | None = None
+    """Peak FP64 TFLOP/s per socket (cores x GHz x FLOP/cycle)."""
+
+
+FabricKind = Literal["infiniband", "roce", "ethernet", "omnipath"]
+
+
+class FabricSpec(Sourced):
+    """A scale-out fabric: NIC port speed and link technology, with what NCCL achieves over it."""
+
+    kind: FabricKind
+    """infiniband, roce (RoCEv2), ethernet (TCP/IP sockets), omnipath."""
+    gbit_per_s: PositiveFloat
+    """Port line rate, Gbit/s."""
+    nic: str | None = None
+    """Typical NIC model (ConnectX-7 ...)."""
+    achievable_fraction: PositiveFloat = 0.92
+    """Fraction of line rate a NIC reaches in NCCL busbw at large messages (NCCL maintainers' per-NIC
+    ceilings: NDR 46-48 of 50 GB/s, HDR ~20 of 25, 100G 12.2 of 12.5)."""
+    hop_latency_us: NonNegFloat = 5.0
+    """One-way network latency per collective step, µs (NCCL tuning model's per-hop network latency)."""
+    switch_latency_ns: NonNegFloat = 150.0
+    """Port-to-port switch latency, ns."""
+    sharp: bool = False
+    """In-network reduction (IB SHARP / CollNet) available on this fabric's switches."""
+    lossless: str = "credit"
+    """How the fabric avoids loss: credit (IB link-level), pfc+ecn (RoCEv2 DCQCN), none (TCP)."""
+    congestion_penalty: NonNegFloat = 0.0
+    """Extra fractional slowdown of traffic that crosses the spine under load (ECMP collisions,
+    PFC/DCQCN back-pressure); 0 for IB adaptive routing."""
+    default_switch: str | None = None
+    """Catalog id of the switch used to build this fabric."""
+    transceiver_usd: NonNegFloat | None = None
+    """Price per optical transceiver, USD (estimate)."""
+    nic_usd: NonNegFloat | None = None
+    """Price per NIC port, USD (estimate)."""
+    nic_power_w: NonNegFloat = 25.0
+    """NIC power per port, W."""
+
+    @property
+    def gb_per_s(self) -> float:
+        """Line rate per port in GB/s (Gbit/s / 8)."""
+        return self.gbit_per_s / 8.0
+
+
+class SwitchSpec(Sourced):
+    """A network switch (one box)."""
+
+    vendor: str = ""
+    """Vendor."""
+    ports: PositiveInt
+    """Number of ports at ``port_gbit_per_s``."""
+    port_gbit_per_s: PositiveFloat
+    """Per-port rate, Gbit/s."""
+    capacity_tbit_per_s: PositiveFloat | None = None
+    """Switching capacity, Tbit/s (defaults to ports x rate)."""
+    latency_ns: NonNegFloat | None = None
+    """Port-to-port latency, ns."""
+    power_w: NonNegFloat = 1000.0
+    """Typical power, W."""
+    rack_units: PositiveInt = 1
+    """Height, U."""
+    sharp: bool = False
+    """In-network reduction (SHARP) support."""
+    price_usd: NonNegFloat | None = None
+    """Price estimate, USD."""
+
+
+class StorageSpec(Sourced):
+    """A shared storage system (parallel file system or object store) serving the cluster."""
+
+    kind: str = "lustre"
+    """lustre, gpfs, weka, minio, nfs, vast ..."""
+    read_gb_per_s: PositiveFloat = 100.0
+    """Aggregate sequential read bandwidth, GB/s."""
+    write_gb_per_s: PositiveFloat = 50.0
+    """Aggregate sequential write bandwidth, GB/s."""
+    capacity_pb: PositiveFloat = 1.0
+    """Usable capacity, PB."""
+    read_gb_per_s_per_server: PositiveFloat | None = None
+    """Read bandwidth of one storage server/appliance, GB/s (for sizing)."""
+    power_kw_per_pb: NonNegFloat = 5.0
+    """Power per usable PB, kW."""
+    usd_per_pb: NonNegFloat | None = None
+    """Capex per usable PB, USD (estimate)."""
+    rack_units_per_pb: NonNegFloat = 4.0
+    """Rack space per usable PB, U."""
+
+
+class SSDSpec(Sourced):
+    """An NVMe SSD."""
+
+    interface: str = "PCIe Gen4 x4"
+    """Host interface."""
+    capacity_tb: PositiveFloat | None = None
+    """Capacity, TB."""
+    seq_read_gb_per_s: PositiveFloat
+    """Sequential read, GB/s."""
+    seq_write_gb_per_s: PositiveFloat
+    """Sequential write, GB/s."""
+    rand_read_iops: PositiveFloat | None = None
+    """4 KiB random-read IOPS."""
+    rand_write_iops: PositiveFloat | None = None
+    """4 KiB random-write IOPS."""

@@ -1,0 +1,145 @@
+"""Loading specs from YAML/JSON files, dicts or catalog ids, with one-line errors.
+
+Every failure becomes a :class:`~clustertwin.errors.SpecError` naming the file, the field path and what
+was expected, with the nearest valid name for unknown keys and preset ids. YAML is read with
+``yaml.safe_load`` only.
+"""
+
+from __future__ import annotations
+
+import json
+import typing
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from clustertwin.catalog import store
+from clustertwin.errors import SpecError, UnknownPresetError, did_you_mean
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def read_document(path: str | Path) -> Any:
+    """Parse a YAML or JSON file (safe loader); syntax errors name the file and line."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError("file not found", file=str(p)) from None
+    except OSError as e:
+        raise SpecError(f"cannot read file: {e.strerror}", file=str(p)) from None
+    try:
+        if p.suffix.lower() == ".json":
+            return json.loads(text)
+        return yaml.safe_load(text)
+    except json.JSONDecodeError as e:
+        raise SpecError(f"invalid JSON at line {e.lineno}, column {e.colno}: {e.msg}", file=str(p)) from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise SpecError(f"invalid YAML{where}: {problem}", file=str(p)) from None
+
+
+def _submodel(cls: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
+    """The model class that a (possibly nested) location lands in, for key suggestions."""
+    current: Any = cls
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        if not (isinstance(current, type) and issubclass(current, BaseModel)):
+            return None
+        field = current.model_fields.get(str(part))
+        if field is None:
+            return None
+        current = _model_in(field.annotation)
+    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+
+
+def _model_in(annotation: Any) -> Any:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _clean_loc(loc: tuple) -> tuple:
+    # pydantic adds the validator function name for Annotated/union branches; drop those
+    return tuple(p for p in loc if not (isinstance(p, str) and ("[" in p or p.startswith("function-"))))
+
+
+def validation_error_to_spec_error(
+    err: ValidationError, cls: type[BaseModel], file: str | None, prefix: tuple = ()
+) -> SpecError:
+    """First (most relevant) pydantic error as a one-line SpecError."""
+    errors = err.errors()
+    # most actionable first: unknown keys, then bad values, then missing fields; never union noise
+    rank = {"extra_forbidden": 0, "missing": 2, "none_required": 3}
+    e = min(errors, key=lambda x: rank.get(x["type"], 1))
+    loc = _clean_loc(tuple(e["loc"]))
+    etype = e["type"]
+    if etype == "extra_forbidden":
+        parent = _submodel(cls, loc[:-1])
+        valid = list(parent.model_fields) if parent else []
+        key = loc[-1]
+        msg = f"unknown key '{key}'{did_you_mean(str(key), valid)}"
+        if not did_you_mean(str(key), valid) and valid:
+            msg += f" (valid keys: {', '.join(valid)})"
+    elif etype == "missing":
+        msg = "required field missing"
+    else:
+        msg = str(e["msg"]).removeprefix("Value error, ")
+        if "input" in e and etype not in ("value_error",) and not isinstance(e["input"], dict | list):
+            msg += f" (got {e['input']!r})"
+    return SpecError(msg, file=file, path=(*prefix, *loc))
+
+
+def build(cls: type[M], data: Any, *, file: str | None = None, prefix: tuple = ()) -> M:
+    """Validate ``data`` as ``cls``; errors become SpecError."""
+    if not isinstance(data, dict):
+        raise SpecError(f"expected a mapping of {cls.__name__} fields, got {type(data).__name__}",
+                        file=file, path=prefix)
+    try:
+        return cls.model_validate(data)
+    except ValidationError as e:
+        raise validation_error_to_spec_error(e, cls, file, prefix) from None
+    except UnknownPresetError as e:  # raised outside a field validator (top-level preset)
+        raise e.with_context(file, prefix) from None
+
+
+def load(cls: type[M], source: str | Path | dict | M, kind: str | None = None) -> M:
+    """Load a spec from an instance, a dict, a YAML/JSON file or a catalog id of ``kind``.
+
+    A dict (or file) may say ``preset: ID`` to start from a catalog entry and override fields."""
+    if isinstance(source, cls):
+        return source
+    file: str | None = None
+    if isinstance(source, dict):
+        data: Any = dict(source)
+    else:
+        text = str(source)
+        p = Path(text)
+        looks_like_file = p.suffix.lower() in (".yaml", ".yml", ".json") or "/" in text
+        if p.is_file() or looks_like_file:
+            file = text
+            data = read_document(p)
+        elif kind is not None:
+            try:
+                data = store.raw(kind, text)
+            except UnknownPresetError as e:
+                raise SpecError(f"{e.message} (not a file either)") from None
+        else:
+            raise SpecError("file not found", file=text)
+    if isinstance(data, dict) and "preset" in data and kind is not None:
+        try:
+            base = store.raw(kind, str(data["preset"]))
+        except UnknownPresetError as e:
+            raise SpecError(e.message, file=file, path=("preset",)) from None
+        base.update({k: v for k, v in data.items() if k != "preset"})
+        data = base
+    return build(cls, data, file=file)
