@@ -75,7 +75,7 @@ def fmt(v: Any) -> str:
     if isinstance(v, bool):
         return "yes" if v else "no"
     if isinstance(v, int):
-        return f"{v:,}"
+        return f"{v:,}" if abs(v) >= 10000 else str(v)
     if isinstance(v, float):
         if v == 0:
             return "0"
