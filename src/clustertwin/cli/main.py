@@ -35,9 +35,9 @@ def _root(
 
 def _register() -> None:
     # one module per command group; each exposes ``register(app)``
-    from clustertwin.cli import catalog_cmd, validate_cmd
+    from clustertwin.cli import catalog_cmd, comm_cmd, validate_cmd
 
-    for mod in (catalog_cmd, validate_cmd):
+    for mod in (catalog_cmd, comm_cmd, validate_cmd,):
         mod.register(app)
 
 
@@ -59,14 +59,10 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as e:  # click usage errors already printed
         return int(e.code or 0)
     except Exception as e:  # click.UsageError and friends
-        import click
-
-        if isinstance(e, click.exceptions.UsageError):
-            e.show()
-            return 2
-        if isinstance(e, click.exceptions.ClickException):
-            e.show()
-            return e.exit_code
+        # typer >= 0.2x vendors click (typer._click): match click exceptions by interface (UsageError: exit 2)
+        if callable(getattr(e, "show", None)) and isinstance(getattr(e, "exit_code", None), int):
+            e.show()  # type: ignore[attr-defined]
+            return e.exit_code  # type: ignore[attr-defined]
         if os.environ.get("CLUSTERTWIN_DEBUG"):
             raise
         typer.echo(f"internal error: {type(e).__name__}: {e} (set CLUSTERTWIN_DEBUG=1 for a traceback)", err=True)

@@ -1,0 +1,87 @@
+"""``clustertwin comm OP``: an nccl-tests-style table of predicted collective performance."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import typer
+
+from clustertwin.cli.common import (
+    ClusterOpt,
+    JsonOpt,
+    console,
+    load_calibration,
+    load_cluster,
+    print_json,
+    table,
+)
+from clustertwin.comm import OPS, collective
+from clustertwin.errors import SpecError
+from clustertwin.units import human_bytes, parse_size
+
+FLOAT_BYTES = 4
+"""nccl-tests' default data type is float (4 bytes)."""
+MAX_SIZES = 4096
+"""Upper bound on rows of one sweep (guards against a step factor of ~1)."""
+
+
+def sweep_sizes(min_bytes: int, max_bytes: int, step_factor: float) -> np.ndarray:
+    """nccl-tests ``-b MIN -e MAX -f FACTOR`` sizes: MIN, MIN x F, ... <= MAX, rounded down to whole floats."""
+    if min_bytes < 1 or max_bytes < min_bytes:
+        raise SpecError(f"need 1 <= --min-bytes <= --max-bytes (got {min_bytes} and {max_bytes})")
+    if step_factor <= 1.0:
+        raise SpecError(f"--step-factor must be > 1 (got {step_factor})")
+    count = int(np.floor(np.log(max_bytes / min_bytes) / np.log(step_factor) + 1e-9)) + 1
+    if count > MAX_SIZES:
+        raise SpecError(f"{count} sizes requested; at most {MAX_SIZES} (raise --step-factor)")
+    sizes = min_bytes * step_factor ** np.arange(count)
+    sizes = np.maximum(np.floor(sizes / FLOAT_BYTES) * FLOAT_BYTES, FLOAT_BYTES)
+    return np.unique(sizes)
+
+
+def comm_command(
+    op: str = typer.Argument(..., help=f"Collective: {', '.join(OPS)}."),
+    cluster: str = ClusterOpt,
+    gpus: int | None = typer.Option(None, "--gpus", "-n", help="GPUs in the group (default: all)."),
+    ranks_per_node: int | None = typer.Option(None, "--ranks-per-node",
+                                              help="Group members per node (default: min(gpus, GPUs/node))."),
+    min_bytes: str = typer.Option("8", "--min-bytes", "-b", help="Smallest size (8, 64K, 8M, 8G)."),
+    max_bytes: str = typer.Option("8G", "--max-bytes", "-e", help="Largest size."),
+    step_factor: float = typer.Option(2.0, "--step-factor", "-f", help="Size multiplier between rows."),
+    algorithm: str | None = typer.Option(None, "--algorithm", "-a", help="Force an algorithm (NCCL_ALGO)."),
+    protocol: str | None = typer.Option(None, "--protocol", "-p", help="Force LL, LL128 or Simple (NCCL_PROTO)."),
+    calibration: Path | None = typer.Option(None, "--calibration", help="Calibration YAML/JSON file."),
+    json_out: bool = JsonOpt,
+) -> None:
+    """Predict time, algbw and busbw of a collective over message sizes, as nccl-tests prints them."""
+    spec = load_cluster(cluster)
+    n = spec.total_gpus if gpus is None else gpus
+    sizes = sweep_sizes(parse_size(min_bytes), parse_size(max_bytes), step_factor)
+    res = collective(spec, op, sizes, n, ranks_per_node=ranks_per_node, algorithm=algorithm, protocol=protocol,
+                     calibration=load_calibration(calibration))
+    time_us = np.asarray(res.time_s) * 1e6
+    if json_out:
+        rows = [{"size_bytes": int(s), "count": int(s) // FLOAT_BYTES, "type": "float", "time_us": float(t),
+                 "algbw_gb_per_s": float(a), "busbw_gb_per_s": float(b), "algorithm": str(al),
+                 "protocol": str(pr), "bottleneck": str(bn)}
+                for s, t, a, b, al, pr, bn in zip(sizes, time_us, res.algbw_gb_per_s, res.busbw_gb_per_s,
+                                                  res.algorithm, res.protocol, res.breakdown["bottleneck"],
+                                                  strict=True)]
+        print_json({"op": res.op, "cluster": spec.name or spec.id or str(cluster), "gpus": res.gpus,
+                    "nodes": res.nodes, "ranks_per_node": res.ranks_per_node, "rows": rows})
+        return
+    rows = [[str(int(s)), str(int(s) // FLOAT_BYTES), "float", f"{t:.2f}", f"{a:.2f}", f"{b:.2f}", str(al), str(pr), str(bn)]
+            for s, t, a, b, al, pr, bn in zip(sizes, time_us, res.algbw_gb_per_s, res.busbw_gb_per_s,
+                                              res.algorithm, res.protocol, res.breakdown["bottleneck"],
+                                              strict=True)]
+    title = (f"{res.op} on {res.gpus:,} GPUs ({res.nodes} node{'s' if res.nodes != 1 else ''} x "
+             f"{res.ranks_per_node}) of "
+             f"{spec.name or spec.id or cluster}, {human_bytes(sizes[0])} .. {human_bytes(sizes[-1])}; "
+             "algbw/busbw in GB/s")
+    console.print(table(title, ["size", "count", "type", "time_us", "algbw", "busbw", "algo", "proto", "bound"],
+                        rows))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("comm")(comm_command)

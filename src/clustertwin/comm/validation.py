@@ -1,0 +1,66 @@
+"""``collective`` validation cases (format: validation/README.md of the shared data).
+
+A case gives ``node`` (preset id or inline node spec), ``nodes`` and/or ``gpus``, ``op``, ``bytes``
+(nccl-tests size S), optionally ``algorithm``/``protocol`` (forced as NCCL_ALGO/NCCL_PROTO),
+``ranks_per_node``, ``network`` (else the cluster default: InfiniBand matching the NIC rate) and
+``calibration`` (``{comm: {...}}``). Predicted keys: ``busbw_gb_per_s``, ``algbw_gb_per_s``,
+``time_us``, plus the chosen ``algorithm`` and ``protocol``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from clustertwin import specs
+from clustertwin.comm.model import collective
+from clustertwin.errors import SpecError, did_you_mean
+from clustertwin.units import parse_size
+
+CASE_KEYS = frozenset({"id", "kind", "source", "notes", "measured", "node", "nodes", "gpus", "op", "bytes",
+                       "algorithm", "protocol", "ranks_per_node", "network", "cluster", "calibration"})
+
+
+def _cluster(case: dict[str, Any]) -> specs.ClusterSpec:
+    if "cluster" in case:
+        return specs.load(specs.ClusterSpec, case["cluster"], kind="cluster")
+    if "node" not in case:
+        raise SpecError("a collective case needs 'node' (or 'cluster')", path=("node",))
+    try:
+        node = specs.load(specs.NodeSpec, case["node"], kind="node")
+    except SpecError as e:
+        raise e.with_context(prefix=("node",)) from None
+    gpus = case.get("gpus")
+    nodes = case.get("nodes")
+    if nodes is None:
+        if gpus is None:
+            raise SpecError("a collective case needs 'nodes' or 'gpus'", path=("nodes",))
+        nodes = -(-int(gpus) // node.gpus)
+    data: dict[str, Any] = {"node": node.model_dump(exclude_none=True), "nodes": int(nodes)}
+    if "network" in case:
+        data["network"] = case["network"]
+    return specs.build(specs.ClusterSpec, data)
+
+
+def evaluate(case: dict[str, Any]) -> dict[str, Any]:
+    """Predict busbw, algbw and time of one measured collective case."""
+    unknown = sorted(set(case) - CASE_KEYS)
+    if unknown:
+        raise SpecError(f"unknown key '{unknown[0]}'{did_you_mean(unknown[0], CASE_KEYS)}", path=(unknown[0],))
+    for key in ("op", "bytes"):
+        if key not in case:
+            raise SpecError("required field missing", path=(key,))
+    cluster = _cluster(case)
+    gpus = int(case.get("gpus") or cluster.total_gpus)
+    calibration = specs.build(specs.Calibration, case["calibration"], prefix=("calibration",)) \
+        if "calibration" in case else None
+    res = collective(cluster, str(case["op"]), float(parse_size(case["bytes"])), gpus,
+                     ranks_per_node=case.get("ranks_per_node"), algorithm=case.get("algorithm"),
+                     protocol=case.get("protocol"), calibration=calibration)
+    return {
+        "busbw_gb_per_s": round(float(res.busbw_gb_per_s), 3),
+        "algbw_gb_per_s": round(float(res.algbw_gb_per_s), 3),
+        "time_us": round(float(res.time_s) * 1e6, 3),
+        "algorithm": res.algorithm,
+        "protocol": res.protocol,
+        "bottleneck": res.breakdown.get("bottleneck"),
+    }

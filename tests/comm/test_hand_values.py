@@ -1,0 +1,88 @@
+"""Hand-computed α-β values for every collective at n = 2 and n = 1,024 on the reference cluster.
+
+ref-1k-h100: 128 x DGX H100 (NVLink 450 GB/s per direction, 8 x NDR 400G), non-blocking rail-optimised.
+  NVLink per GPU  B = 450 x 0.80 (nvlink_efficiency)            = 360 GB/s
+  one NDR NIC     N = 400/8 x 0.94 (achievable_fraction)         = 47 GB/s; node: 8 N = 376 GB/s
+NCCL table (µs): base ring/tree Simple 8.4, LL ring 6.6, tree 6.8; NVLink ring/Simple 3.4, tree/Simple 4.0,
+tree/LL 0.6; net ring/Simple 14, ring/LL 2.7, tree/Simple 14, tree/LL 5.0; net post overhead 1 µs (x3
+Simple); ring/Simple multi-node all-reduce plateau x1.4. 1 GiB is above the tree correction range.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from clustertwin.comm import collective
+
+GIB = 2**30
+B_NV = 450 * 0.80
+NIC = 400 / 8 * 0.94
+NODE_NET = 8 * NIC
+
+
+def t(lat_us: float, algbw_gb_per_s: float, size: float = GIB) -> float:
+    return lat_us * 1e-6 + size / (algbw_gb_per_s * 1e9)
+
+
+F_AR_1024 = 2 * 1023 / 1024
+F_AG_1024 = 1023 / 1024
+
+CASES = [
+    # (op, gpus, algorithm, expected time at 1 GiB with Simple)
+    ("all_reduce", 2, "ring", t(8.4 + 2 * 3.4, B_NV / 1.0)),
+    ("all_reduce", 2, "tree", t(8.4 + 2 * (1 * 4.0 + 0), B_NV / 2 * 0.92)),
+    ("all_gather", 2, "ring", t(8.4 + 1 * 3.4, B_NV / 0.5)),
+    ("reduce_scatter", 2, "ring", t(8.4 + 1 * 3.4, B_NV / 0.5)),
+    ("broadcast", 2, "ring", t(8.4 + 2 * 4.0, B_NV)),
+    ("reduce", 2, "ring", t(8.4 + 2 * 4.0, B_NV)),
+    ("all_to_all", 2, "direct", t(8.4 + 3.4, B_NV * 2 / 1)),
+    ("send_recv", 2, "direct", t(8.4 + 3.4, B_NV)),
+    # 1,024 GPUs = 128 nodes x 8: ring steps 2046 (254 network), NVLink-bound (360 < 376)
+    ("all_reduce", 1024, "ring", t((8.4 + (2046 - 254) * 3.4 + 254 * 14.0) * 1.4, B_NV / F_AR_1024)),
+    # tree: chain of 8 on NVLink (B/2) vs network 2 S per node (376/2), both x 0.92; log2(128) = 7
+    ("all_reduce", 1024, "tree", t(8.4 + 2 * (7 * 4.0 + 7 * 14.0), min(B_NV / 2, NODE_NET / 2) * 0.92)),
+    ("all_gather", 1024, "ring", t(8.4 + (1023 - 127) * 3.4 + 127 * 14.0, B_NV / F_AG_1024)),
+    ("reduce_scatter", 1024, "ring", t(8.4 + (1023 - 127) * 3.4 + 127 * 14.0, B_NV / F_AG_1024)),
+    ("broadcast", 1024, "ring", t(8.4 + 1024 * 14.0, B_NV)),
+    ("reduce", 1024, "ring", t(8.4 + 1024 * 14.0, B_NV)),
+    # all-to-all: one NIC per GPU for the 1016 remote peers, 1016 network posts x 3 µs
+    ("all_to_all", 1024, "direct", t(8.4 + 14.0 + 1016 * 3.0, NIC * 1024 / 1016)),
+    ("send_recv", 1024, "direct", t(8.4 + 14.0, NIC)),
+]
+
+
+@pytest.mark.parametrize(("op", "gpus", "algorithm", "expected_s"), CASES,
+                         ids=[f"{c[0]}-{c[1]}-{c[2]}" for c in CASES])
+def test_simple_protocol_time(ref_cluster, op, gpus, algorithm, expected_s):
+    res = collective(ref_cluster, op, GIB, gpus, algorithm=algorithm, protocol="Simple")
+    assert res.time_s == pytest.approx(expected_s, rel=1e-9)
+    assert res.algorithm == algorithm and res.protocol == "Simple"
+    assert res.algbw_gb_per_s == pytest.approx(GIB / expected_s / 1e9, rel=1e-9)
+
+
+def test_busbw_definitions(ref_cluster):
+    ar = collective(ref_cluster, "all_reduce", GIB, 1024, algorithm="ring", protocol="Simple")
+    assert ar.busbw_gb_per_s == pytest.approx(ar.algbw_gb_per_s * F_AR_1024)
+    ag = collective(ref_cluster, "all_gather", GIB, 1024, algorithm="ring", protocol="Simple")
+    assert ag.busbw_gb_per_s == pytest.approx(ag.algbw_gb_per_s * F_AG_1024)
+    bc = collective(ref_cluster, "broadcast", GIB, 1024, algorithm="ring", protocol="Simple")
+    assert bc.busbw_gb_per_s == pytest.approx(bc.algbw_gb_per_s)
+
+
+def test_small_message_latencies_ll(ref_cluster):
+    """8 B with LL: tree = 6.8 + 2 (7 x 0.6 + 7 x 5.0) = 85.2 µs; ring = 6.6 + 1792 x max(0.6, 1 µs post
+    overhead) + 254 x 2.7 = 2484.4 µs. Tree LL bandwidth is capped at llMax/2 = 20.4/2 GB/s (Intel host,
+    3+ nodes)."""
+    tree = collective(ref_cluster, "all_reduce", 8, 1024, algorithm="tree", protocol="LL")
+    ring = collective(ref_cluster, "all_reduce", 8, 1024, algorithm="ring", protocol="LL")
+    assert tree.time_s == pytest.approx(85.2e-6 + 8 / (20.4 / 2 * 1e9), rel=1e-9)
+    assert ring.time_s == pytest.approx(2484.4e-6 + 8 / (20.4 / F_AR_1024 * 1e9), rel=1e-9)
+
+
+def test_two_ranks_on_two_nodes_use_one_nic(ref_cluster):
+    """2 GPUs, one per node (TP = 8 elsewhere): the group gets 1/8 of the 8 NICs = 47 GB/s; ring steps are
+    all network steps, with NCCL's tree row latency when ppn = 1 (tree/Simple net 14 µs)."""
+    res = collective(ref_cluster, "all_reduce", GIB, 2, ranks_per_node=1, algorithm="ring", protocol="Simple")
+    lat = (8.4 + 0 * 3.0 + 2 * 14.0) * 1.4
+    assert res.time_s == pytest.approx(t(lat, NIC / 1.0), rel=1e-9)
+    assert res.nodes == 2 and res.ranks_per_node == 1
