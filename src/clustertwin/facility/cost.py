@@ -1,0 +1,211 @@
+"""Capital cost by component and total cost of ownership per year.
+
+Capex items (each an estimate carrying its source; an item whose price the catalog lacks has
+``usd = None`` and is left out of the total, which then says it is incomplete):
+
+* compute: ``nodes x node.price_usd``, else ``gpus x gpu.price_usd`` (GPUs only: a lower bound);
+* NICs: ``nodes x nic ports x fabric.nic_usd`` when the node price is unknown (a node price includes its
+  NICs);
+* switches: ``switches x switch.price_usd``; transceivers: ``transceivers x fabric.transceiver_usd``;
+  cables: ``cables x CABLE_USD``;
+* storage: ``capacity_pb x storage.usd_per_pb``;
+* facility build-out: ``it_kw x facility.usd_per_kw_capex``.
+
+TCO per year = hardware capex / ``HARDWARE_LIFETIME_YEARS`` + facility capex / ``FACILITY_LIFETIME_YEARS``
++ support (``SUPPORT_FRACTION_PER_YEAR`` x compute capex) + annual energy cost;
+``usd_per_gpu_hour = TCO per year / (gpus x 8760 h)`` (every GPU-hour of the year, idle ones included).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from clustertwin.errors import SpecError
+from clustertwin.facility.assumptions import (
+    CABLE_USD,
+    FACILITY_LIFETIME_YEARS,
+    HARDWARE_LIFETIME_YEARS,
+    SUPPORT_FRACTION_PER_YEAR,
+)
+from clustertwin.facility.power import NetworkInventory
+from clustertwin.specs import ClusterSpec
+from clustertwin.units import YEAR_H
+
+FACILITY_COMPONENT = "facility"
+COMPUTE_COMPONENT = "compute"
+
+
+@dataclass(frozen=True)
+class CapexItem:
+    """One line of the bill of materials' cost."""
+
+    component: str
+    usd: float | None
+    """Cost, USD; None when the catalog has no price."""
+    basis: str
+    """How it was computed (count x unit price)."""
+    source: str
+    """Where the unit price comes from; every price is an estimate."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"component": self.component, "usd": self.usd, "basis": self.basis, "source": self.source,
+                "estimate": True}
+
+
+@dataclass(frozen=True)
+class Capex:
+    """Capital cost by component."""
+
+    items: tuple[CapexItem, ...]
+
+    @property
+    def total_usd(self) -> float:
+        """Sum of the priced items, USD."""
+        return sum(i.usd for i in self.items if i.usd is not None)
+
+    @property
+    def complete(self) -> bool:
+        """True when every component has a price."""
+        return all(i.usd is not None for i in self.items)
+
+    @property
+    def missing(self) -> tuple[str, ...]:
+        return tuple(i.component for i in self.items if i.usd is None)
+
+    def usd(self, component: str) -> float | None:
+        for i in self.items:
+            if i.component == component:
+                return i.usd
+        return None
+
+    @property
+    def hardware_usd(self) -> float:
+        """Priced items other than the facility build-out, USD."""
+        return sum(i.usd for i in self.items if i.usd is not None and i.component != FACILITY_COMPONENT)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "items": [i.to_dict() for i in self.items],
+            "total_usd": self.total_usd,
+            "complete": self.complete,
+            "missing": list(self.missing),
+        }
+
+
+def _src(spec: Any, fallback: str) -> str:
+    s = getattr(spec, "source", None)
+    if isinstance(s, list):
+        s = "; ".join(s)
+    ident = getattr(spec, "id", None) or getattr(spec, "name", None)
+    if s:
+        return f"{ident}: {s}" if ident else str(s)
+    return fallback
+
+
+def _priced(component: str, count: float, unit_usd: float | None, what: str, source: str) -> CapexItem:
+    if count == 0:
+        return CapexItem(component, 0.0, f"no {what}", source)
+    if unit_usd is None:
+        return CapexItem(component, None, f"{count:,.0f} {what}; no price in the catalog", source)
+    return CapexItem(component, count * unit_usd, f"{count:,.0f} {what} x ${unit_usd:,.0f}", source)
+
+
+def capex(cluster: ClusterSpec, net: NetworkInventory, it_kw: float) -> Capex:
+    """Capex by component (formulas in the module docstring)."""
+    if it_kw < 0:
+        raise SpecError(f"IT power must be >= 0 kW (got {it_kw})", path=("it_kw",))
+    node, fabric = cluster.node, cluster.fabric
+    items: list[CapexItem] = []
+    if node.price_usd is not None:
+        items.append(_priced(COMPUTE_COMPONENT, cluster.nodes, node.price_usd, "nodes", _src(node, "node spec")))
+        items.append(CapexItem("nics", 0.0, "included in the node price", _src(node, "node spec")))
+    else:
+        gpu_item = _priced(COMPUTE_COMPONENT, cluster.total_gpus, node.gpu.price_usd, "GPUs (GPUs only, "
+                           "server excluded: a lower bound)", _src(node.gpu, "GPU spec"))
+        items.append(gpu_item)
+        nic_ports = cluster.nodes * node.nics.count
+        items.append(_priced("nics", nic_ports, fabric.nic_usd, "NIC ports", _src(fabric, "fabric spec")))
+    sw = net.switch
+    items.append(_priced("switches", net.switch_count, sw.price_usd if sw else None, "switches",
+                         _src(sw, "switch spec") if sw else "no switches"))
+    items.append(_priced("transceivers", net.transceivers, fabric.transceiver_usd, "transceivers",
+                         _src(fabric, "fabric spec")))
+    items.append(_priced("cables", net.cables, CABLE_USD, "cables",
+                         "estimate: facility.assumptions.CABLE_USD"))
+    st = cluster.storage
+    items.append(_priced("storage", st.capacity_pb, st.usd_per_pb, "PB", _src(st, "storage spec")))
+    fac = cluster.facility
+    items.append(CapexItem(FACILITY_COMPONENT, it_kw * fac.usd_per_kw_capex,
+                           f"{it_kw:,.0f} kW IT x ${fac.usd_per_kw_capex:,.0f}/kW",
+                           "facility.usd_per_kw_capex (estimate)"))
+    return Capex(tuple(items))
+
+
+@dataclass(frozen=True)
+class TCO:
+    """Yearly cost of owning and running the cluster."""
+
+    hardware_depreciation_usd_per_year: float
+    facility_depreciation_usd_per_year: float
+    support_usd_per_year: float
+    energy_usd_per_year: float
+    gpus: int
+    complete: bool
+    """False when some capex item had no price (the TCO is then a lower bound)."""
+    breakdown: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def total_usd_per_year(self) -> float:
+        return (self.hardware_depreciation_usd_per_year + self.facility_depreciation_usd_per_year
+                + self.support_usd_per_year + self.energy_usd_per_year)
+
+    @property
+    def usd_per_gpu_hour(self) -> float:
+        return self.total_usd_per_year / (self.gpus * YEAR_H)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "hardware_depreciation_usd_per_year": self.hardware_depreciation_usd_per_year,
+            "facility_depreciation_usd_per_year": self.facility_depreciation_usd_per_year,
+            "support_usd_per_year": self.support_usd_per_year,
+            "energy_usd_per_year": self.energy_usd_per_year,
+            "tco_usd_per_year": self.total_usd_per_year,
+            "usd_per_gpu_hour": self.usd_per_gpu_hour,
+            "complete": self.complete,
+            "breakdown": dict(self.breakdown),
+        }
+
+
+def tco(
+    cost: Capex,
+    energy_usd_per_year: float,
+    gpus: int,
+    *,
+    hardware_lifetime_years: float = HARDWARE_LIFETIME_YEARS,
+    facility_lifetime_years: float = FACILITY_LIFETIME_YEARS,
+    support_fraction_per_year: float = SUPPORT_FRACTION_PER_YEAR,
+) -> TCO:
+    """TCO per year and $/GPU-hour (formula in the module docstring)."""
+    if gpus <= 0:
+        raise SpecError(f"GPU count must be > 0 (got {gpus})", path=("gpus",))
+    if hardware_lifetime_years <= 0 or facility_lifetime_years <= 0:
+        raise SpecError("lifetimes must be > 0 years", path=("lifetime_years",))
+    if support_fraction_per_year < 0 or energy_usd_per_year < 0:
+        raise SpecError("support fraction and energy cost must be >= 0", path=("tco",))
+    facility_usd = cost.usd(FACILITY_COMPONENT) or 0.0
+    compute_usd = cost.usd(COMPUTE_COMPONENT) or 0.0
+    return TCO(
+        hardware_depreciation_usd_per_year=cost.hardware_usd / hardware_lifetime_years,
+        facility_depreciation_usd_per_year=facility_usd / facility_lifetime_years,
+        support_usd_per_year=support_fraction_per_year * compute_usd,
+        energy_usd_per_year=energy_usd_per_year,
+        gpus=gpus,
+        complete=cost.complete,
+        breakdown={
+            "hardware_lifetime_years": hardware_lifetime_years,
+            "facility_lifetime_years": facility_lifetime_years,
+            "support_fraction_per_year": support_fraction_per_year,
+            "gpu_hours_per_year": gpus * YEAR_H,
+        },
+    )
