@@ -35,9 +35,9 @@ def _root(
 
 def _register() -> None:
     # one module per command group; each exposes ``register(app)``
-    from clustertwin.cli import catalog_cmd, comm_cmd, plan_cmd, validate_cmd
+    from clustertwin.cli import catalog_cmd, comm_cmd, infer_cmd, plan_cmd, validate_cmd
 
-    for mod in (catalog_cmd, comm_cmd, plan_cmd, validate_cmd,):
+    for mod in (catalog_cmd, comm_cmd, infer_cmd, plan_cmd, validate_cmd,):
         mod.register(app)
 
 

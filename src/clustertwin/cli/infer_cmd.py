@@ -1,0 +1,129 @@
+"""``clustertwin infer estimate|size``: latency/throughput of one deployment, and the cheapest
+deployment serving a request rate under TTFT/TPOT SLOs."""
+
+from __future__ import annotations
+
+import typer
+
+from clustertwin.cli.common import JsonOpt, console, load_calibration, load_model, print_json, table
+from clustertwin.errors import SpecError
+
+infer_app = typer.Typer(help="LLM inference: latency, throughput, KV cache, sizing under SLOs.",
+                        no_args_is_help=True)
+
+ModelOpt = typer.Option("llama3-70b", "--model", "-m", help="Model catalog id or YAML/JSON file.")
+CalOpt = typer.Option(None, "--calibration", help="Calibration file (infer: overrides of InferParams).")
+
+
+def _node(node: str | None, gpu: str | None, gpus: int):
+    from clustertwin.infer.validation import node_for
+
+    if node is None and gpu is None:
+        node = "dgx-h100"
+    return node_for(node, gpu, gpus)
+
+
+@infer_app.command("estimate")
+def estimate_command(
+    model: str = ModelOpt,
+    node: str = typer.Option(None, "--node", "-n", help="Node catalog id or file (default dgx-h100)."),
+    gpu: str = typer.Option(None, "--gpu", help="GPU catalog id (a node of that GPU), instead of --node."),
+    gpus: int = typer.Option(None, "--gpus", help="GPUs in total (replicas = gpus / (tp x pp)); default tp x pp."),
+    tp: int = typer.Option(1, "--tp", help="Tensor-parallel degree."),
+    pp: int = typer.Option(1, "--pp", help="Pipeline-parallel degree."),
+    precision: str = typer.Option("bf16", "--precision", "-p", help="Weights: fp16, bf16, fp8, int8, int4, fp4."),
+    kv_precision: str = typer.Option(None, "--kv-precision", help="KV cache: bf16, fp16, fp8, int8 (default by weights)."),
+    input_len: int = typer.Option(512, "--input-len", help="Prompt tokens."),
+    output_len: int = typer.Option(256, "--output-len", help="Generated tokens."),
+    batch: int = typer.Option(None, "--batch", help="Static batch size."),
+    concurrency: int = typer.Option(None, "--concurrency", help="Closed-loop concurrent requests."),
+    request_rate: float = typer.Option(None, "--request-rate", help="Poisson arrivals, requests/s."),
+    num_requests: int = typer.Option(1000, "--num-requests", help="Requests in a --request-rate run."),
+    length_cv: float = typer.Option(0.0, "--length-cv", help="Coefficient of variation of lengths (lognormal)."),
+    chunked: bool = typer.Option(True, "--chunked-prefill/--no-chunked-prefill", help="Split prompts over iterations."),
+    calibration: str = CalOpt,
+    json_out: bool = JsonOpt,
+) -> None:
+    """Latency (TTFT, TPOT) and throughput of one deployment; no load option = offline maximum throughput."""
+    from clustertwin.infer import estimate
+
+    m = load_model(model)
+    nd = _node(node, gpu, gpus or tp * pp)
+    est = estimate(m, nd, gpus=gpus, tp=tp, pp=pp, precision=precision, kv_precision=kv_precision,
+                   input_len=input_len, output_len=output_len, batch=batch, concurrency=concurrency,
+                   request_rate=request_rate, num_requests=num_requests, length_cv=length_cv,
+                   chunked_prefill=chunked, calibration=load_calibration(calibration))
+    if json_out:
+        print_json(est)
+        return
+    rows = [
+        ["mode", est.mode], ["deployment", f"{est.replicas} x tp{est.tp} pp{est.pp} {est.gpu} ({est.gpus} GPUs)"],
+        ["precision (weights / KV)", f"{est.precision} / {est.kv_precision}"],
+        ["batch per replica (mean / max)", f"{est.batch:,.1f} / {est.max_batch:,}"],
+        ["output tokens/s", est.output_tokens_per_s], ["output tokens/s per GPU", est.output_tokens_per_s_per_gpu],
+        ["total tokens/s", est.throughput_tokens_per_s], ["requests/s", est.request_throughput_per_s],
+        ["TTFT mean ms", est.ttft_ms], ["TTFT p99 ms", est.ttft_ms_p99],
+        ["TPOT mean ms", est.tpot_ms], ["TPOT p99 ms", est.tpot_ms_p99], ["bound", est.bound],
+        ["weights GiB/GPU", est.memory["weights_gib"]], ["KV budget GiB/GPU", est.memory["kv_budget_gib"]],
+        ["KV capacity tokens/replica", est.memory["kv_capacity_tokens"]],
+    ]
+    console.print(table(f"infer estimate: {est.model}, {est.input_len} in / {est.output_len} out",
+                        ["quantity", "value"], rows))
+
+
+@infer_app.command("size")
+def size_command(
+    qps: float = typer.Option(..., "--qps", help="Requests per second to serve."),
+    input_len: int = typer.Option(..., "--input-len", help="Prompt tokens."),
+    output_len: int = typer.Option(..., "--output-len", help="Generated tokens."),
+    slo_ttft_ms: float = typer.Option(..., "--slo-ttft-ms", help="TTFT SLO at the percentile, ms."),
+    slo_tpot_ms: float = typer.Option(..., "--slo-tpot-ms", help="TPOT SLO at the percentile, ms."),
+    model: str = ModelOpt,
+    node: list[str] = typer.Option(["dgx-h100"], "--node", "-n", help="Node types to consider (repeatable)."),
+    tp: list[int] = typer.Option([], "--tp", help="TP degrees to consider (repeatable; default 1,2,4,8)."),
+    precision: list[str] = typer.Option(["bf16", "fp8"], "--precision", "-p", help="Weight precisions (repeatable)."),
+    percentile: float = typer.Option(90.0, "--percentile", help="SLO percentile (50-99.9)."),
+    disaggregated: bool = typer.Option(False, "--disaggregated", help="Separate prefill and decode pools."),
+    usd_per_gpu_hour: float = typer.Option(None, "--usd-per-gpu-hour", help="Override the GPU-hour price."),
+    verify: bool = typer.Option(True, "--verify/--no-verify", help="Check the winner with the simulator."),
+    calibration: str = CalOpt,
+    json_out: bool = JsonOpt,
+) -> None:
+    """GPUs, TP and precision that serve QPS within the TTFT/TPOT SLOs at least cost; cost per 1M tokens."""
+    from clustertwin import specs
+    from clustertwin.infer import size
+
+    if not 50 <= percentile < 100:
+        raise SpecError("--percentile must be in [50, 100)")
+    m = load_model(model)
+    nodes = [specs.load(specs.NodeSpec, n, kind="node") for n in node]
+    res = size(m, nodes, qps=qps, input_len=input_len, output_len=output_len, slo_ttft_ms=slo_ttft_ms,
+               slo_tpot_ms=slo_tpot_ms, tps=tp or None, precisions=precision, percentile=percentile / 100,
+               disaggregated=disaggregated, usd_per_gpu_hour_override=usd_per_gpu_hour, verify=verify,
+               calibration=load_calibration(calibration))
+    if json_out:
+        print_json(res)
+        return
+    rows = [[c.node, c.tp, c.precision, c.replica_qps, c.replicas, c.gpus, c.usd_per_hour,
+             c.usd_per_million_output_tokens, c.batch, c.ttft_ms, c.tpot_ms, "yes" if c.feasible else c.reason]
+            for c in res.candidates]
+    console.print(table(f"infer size: {m.id or m.name}, {qps:g} req/s, {input_len} in / {output_len} out, "
+                        f"p{percentile:g} TTFT <= {slo_ttft_ms:g} ms, TPOT <= {slo_tpot_ms:g} ms",
+                        ["node", "tp", "precision", "req/s per replica", "replicas", "GPUs", "USD/h",
+                         "USD/1M out tok", "batch", "TTFT ms", "TPOT ms", "feasible"], rows))
+    if res.best is None:
+        console.print("no candidate meets the SLOs")
+        return
+    b = res.best
+    console.print(f"best: {b.replicas} x tp{b.tp} {b.precision} on {b.node} = {b.gpus} GPUs, "
+                  f"${b.usd_per_hour:,.2f}/h, ${b.usd_per_million_output_tokens:,.3f} per 1M output tokens")
+    if res.verification:
+        v = res.verification
+        q = f"p{round(percentile)}"
+        console.print(f"simulated check ({v['requests']} requests on one replica): TTFT {q} "
+                      f"{v[f'ttft_ms_{q}']:.0f} ms, TPOT {q} {v[f'tpot_ms_{q}']:.1f} ms, "
+                      f"{'meets' if v['meets_slo'] else 'MISSES'} the SLO")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(infer_app, name="infer")
