@@ -23,7 +23,7 @@ CASES = [
     ("negative-rack-limit", "node: dgx-h100\nfacility: {rack_kw_limit: -5}\n",
      ["facility.rack_kw_limit", "greater than 0"]),
     ("gpus-not-divisible", "node: dgx-h100\nnodes: 128\ngpus: 1000\n",
-     ["gpus=1000", "nodes x node.gpus", "1024"]),
+     ["gpus", "got 1000", "nodes x node.gpus", "1024"]),
 ]
 
 

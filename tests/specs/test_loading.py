@@ -35,7 +35,7 @@ def test_specs_are_frozen():
         ({"node": "dgx-h100", "network": {"fabrik": "ib-ndr"}}, "network.fabrik", "did you mean 'fabric'"),
         ({"node": "dgx-h100", "nodes": 0}, "nodes", "greater than 0"),
         ({"node": "dgx-h100", "nodes": "many"}, "nodes", "valid integer"),
-        ({"node": "dgx-h100", "nodes": 2, "gpus": 17}, "", "not nodes x node.gpus"),
+        ({"node": "dgx-h100", "nodes": 2, "gpus": 17}, "gpus", "expected nodes x node.gpus"),
     ],
 )
 def test_bad_input_names_field_and_expectation(data, path, fragment):

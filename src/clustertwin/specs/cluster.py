@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import model_validator
+from pydantic import ValidationInfo, field_validator, model_validator
 
 from clustertwin.specs.base import PositiveInt, Sourced, preset
 from clustertwin.specs.facility import FacilitySpec
@@ -37,13 +37,18 @@ class ClusterSpec(Sourced):
     facility: FacilitySpec = FacilitySpec()
     """Facility assumptions."""
 
+    @field_validator("gpus")
+    @classmethod
+    def _gpus_divisible(cls, gpus: int | None, info: ValidationInfo) -> int | None:
+        node, nodes = info.data.get("node"), info.data.get("nodes")
+        if gpus is not None and node is not None and nodes is not None and gpus != nodes * node.gpus:
+            raise ValueError(
+                f"expected nodes x node.gpus = {nodes} x {node.gpus} = {nodes * node.gpus}, got {gpus}"
+            )
+        return gpus
+
     @model_validator(mode="after")
     def _check(self) -> ClusterSpec:
-        if self.gpus is not None and self.gpus != self.nodes * self.node.gpus:
-            raise ValueError(
-                f"gpus={self.gpus} is not nodes x node.gpus = {self.nodes} x {self.node.gpus} "
-                f"= {self.nodes * self.node.gpus}"
-            )
         if self.network is None:
             object.__setattr__(self, "network", _default_network(self.node.nics.gbit_per_s))
         return self

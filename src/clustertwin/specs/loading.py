@@ -102,7 +102,8 @@ def validation_error_to_spec_error(
 def build(cls: type[M], data: Any, *, file: str | None = None, prefix: tuple = ()) -> M:
     """Validate ``data`` as ``cls``; errors become SpecError."""
     if not isinstance(data, dict):
-        raise SpecError(f"expected a mapping of {cls.__name__} fields, got {type(data).__name__}",
+        got = "an empty document" if data is None else type(data).__name__
+        raise SpecError(f"expected a mapping of {cls.__name__} fields, got {got}",
                         file=file, path=prefix)
     try:
         return cls.model_validate(data)
