@@ -35,9 +35,39 @@ def _root(
 
 def _register() -> None:
     # one module per command group; each exposes ``register(app)``
-    from clustertwin.cli import catalog_cmd, comm_cmd, infer_cmd, plan_cmd, validate_cmd
+    from clustertwin.cli import catalog_cmd, comm_cmd, diagnose_cmd, exporter_cmd, infer_cmd, node_cmd, plan_cmd, validate_cmd
+        catalog_cmd,
+        comm_cmd,
+        deploy_cmd,
+        diagnose_cmd,
+        exporter_cmd,
+        infer_cmd,
+        node_cmd,
+        plan_cmd,
+        reliability_cmd,
+        report_cmd,
+        sched_cmd,
+        sweep_cmd,
+        train_cmd,
+        validate_cmd,
+    )
 
-    for mod in (catalog_cmd, comm_cmd, infer_cmd, plan_cmd, validate_cmd,):
+    for mod in (
+        catalog_cmd,
+        comm_cmd,
+        deploy_cmd,
+        diagnose_cmd,
+        exporter_cmd,
+        infer_cmd,
+        node_cmd,
+        plan_cmd,
+        reliability_cmd,
+        report_cmd,
+        sched_cmd,
+        sweep_cmd,
+        train_cmd,
+        validate_cmd,
+    ):
         mod.register(app)
 
 

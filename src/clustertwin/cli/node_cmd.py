@@ -1,0 +1,235 @@
+"""``clustertwin node check|bench|validate``: real-node health, micro-benchmarks and staged validation."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from clustertwin.cli.common import JsonOpt, console, print_json, table
+from clustertwin.errors import SpecError
+from clustertwin.ops import bench as bm
+from clustertwin.ops.calibrate import calibration_from_bench, write_calibration
+from clustertwin.ops.check import CheckReport, check_node
+from clustertwin.ops.findings import Finding
+from clustertwin.ops.validate import validate
+from clustertwin.units import GIB, MIB, parse_size
+
+node_app = typer.Typer(help="Real nodes: health check, micro-benchmarks, staged validation.", no_args_is_help=True)
+SEVERITY_STYLE = {"critical": "bold red", "error": "red", "warning": "yellow", "info": "cyan"}
+
+
+def findings_table(findings: list[Finding], title: str = "findings") -> Any:
+    t = table(title, ["severity", "code", "finding", "evidence", "action"], [])
+    for col in t.columns:
+        col.justify = "left"
+    for f in findings:
+        ev = f.evidence[0] if f.evidence else None
+        where = (f"{ev.file}:{ev.line} " if ev and ev.line else (f"{ev.file}: " if ev else "")) + (ev.text if ev else "")
+        if len(f.evidence) > 1:
+            where += f" (+{len(f.evidence) - 1} more)"
+        t.add_row(f"[{SEVERITY_STYLE[f.severity]}]{f.severity}[/]", f.code, f.title, where, f.action)
+    return t
+
+
+def _check_json(r: CheckReport) -> dict[str, Any]:
+    return {
+        "host": {**asdict(r.host), "cpu_flags": None},
+        "gpu_source": r.gpu_source, "gpu_source_note": r.gpu_source_note,
+        "driver_version": r.driver_version, "cuda_driver_version": r.cuda_driver_version,
+        "gpus": [{**asdict(g), "catalog_id": cid} for g, cid in zip(r.gpus, r.gpu_catalog_ids, strict=True)],
+        "topology": None if r.topology is None else {
+            "devices": r.topology.devices, "nic_names": r.topology.nic_names,
+            "links": {f"{a},{b}": v for (a, b), v in r.topology.links.items()},
+            "gpu_nearest_nic": {g: r.topology.nearest_nics(g) for g in r.topology.gpus}},
+        "ib_ports": [asdict(p) for p in r.ib_ports],
+        "xid_events": [asdict(e) for e in r.xid_events],
+        "kernel_log_source": r.kernel_log_source,
+        "worst": r.worst,
+        "findings": [f.to_dict() for f in r.findings],
+    }
+
+
+def _print_check(r: CheckReport) -> None:
+    h = r.host
+    rows = [["host", f"{h.hostname} ({h.os_name}, kernel {h.kernel})"],
+            ["CPU", f"{h.cpu_model}: {h.sockets} socket(s), {h.physical_cores} cores, {h.logical_cpus} threads"],
+            ["memory", f"{h.memory_total_bytes / GIB:.1f} GiB"],
+            ["container runtime", h.container_runtime],
+            ["torch / CUDA runtime / NCCL", f"{h.torch_version or '-'} / {h.torch_cuda_version or '-'} / "
+                                            f"{h.nccl_version or '-'}"],
+            ["GPU source", r.gpu_source_note],
+            ["driver / CUDA (driver)", f"{r.driver_version or '-'} / {r.cuda_driver_version or '-'}"],
+            ["kernel log", r.kernel_log_source or "not read"]]
+    rows += [[f"NIC {n.name}", f"{'up' if n.is_up else 'down'}, "
+              f"{f'{n.speed_gbit_per_s:g} Gbit/s' if n.speed_gbit_per_s else 'speed n/a'}, MTU {n.mtu}"]
+             for n in h.nics]
+    rows += [[f"disk {d.mountpoint}", f"{d.device} {d.fstype}, {d.total_bytes / GIB:,.0f} GiB "
+              f"({d.free_bytes / GIB:,.0f} free)"] for d in h.disks]
+    console.print(table("node", ["item", "value"], rows))
+    if r.gpus:
+        console.print(table("GPUs", ["#", "name", "catalog", "PCIe", "mem GiB", "temp C", "power W", "ECC unc vol",
+                                     "throttle"],
+                            [[g.index, g.name, cid or "-",
+                              f"Gen{g.pcie_gen_current} x{g.pcie_width_current} / Gen{g.pcie_gen_max} "
+                              f"x{g.pcie_width_max}", (g.memory_total_bytes or 0) / GIB, g.temperature_c, g.power_w,
+                              g.ecc_volatile_uncorrected, ",".join(g.throttle_reasons) or "-"]
+                             for g, cid in zip(r.gpus, r.gpu_catalog_ids, strict=True)]))
+    if r.ib_ports:
+        console.print(table("network ports", ["port", "state", "physical", "rate Gb/s", "link layer"],
+                            [[p.name, p.state, p.phys_state, p.rate_gbit_per_s, p.link_layer] for p in r.ib_ports]))
+    console.print(findings_table(r.findings))
+
+
+@node_app.command("check")
+def check_command(
+    node: str | None = typer.Option(None, "--node", help="Catalog node id to compare GPU count/model with."),
+    smi_q: Path | None = typer.Option(None, "--smi-q", help="Saved 'nvidia-smi -q' output instead of the live GPUs."),
+    topo: Path | None = typer.Option(None, "--topo", help="Saved 'nvidia-smi topo -m' output."),
+    kernel_log: Path | None = typer.Option(None, "--kernel-log", help="Saved kernel log (dmesg -T / journalctl -k)."),
+    ibstat: Path | None = typer.Option(None, "--ibstat", help="Saved 'ibstat' output instead of sysfs."),
+    perfquery: list[str] = typer.Option([], "--perfquery", help="HCA=FILE: saved 'perfquery' of that port."),
+    offline: bool = typer.Option(False, "--offline", help="Only the saved files given; nothing live."),
+    json_out: bool = JsonOpt,
+) -> None:
+    """Check drivers, GPUs, topology, Xid events and network ports; every finding with evidence and action."""
+    pq: dict[str, Path] = {}
+    for item in perfquery:
+        hca, sep, file = item.partition("=")
+        if not sep or not hca or not file:
+            raise SpecError(f"--perfquery expects HCA=FILE (got '{item}')")
+        pq[hca] = Path(file)
+    r = check_node(smi_q=smi_q, topo=topo, kernel_log=kernel_log, ibstat=ibstat, perfquery=pq,
+                   expect_node=node, live=not offline)
+    if json_out:
+        print_json(_check_json(r))
+    else:
+        _print_check(r)
+
+
+@node_app.command("bench")
+def bench_command(
+    gemm_n: int | None = typer.Option(None, "--gemm-n", help="GEMM size n (n x n x n); default 8192 GPU, 2048 CPU."),
+    precision: list[str] = typer.Option([], "--precision", "-p", help="GEMM precision(s): fp32, tf32, bf16, fp16."),
+    memory_mib: int = typer.Option(256, "--memory-mib", help="Host copy array size, MiB."),
+    cpu: str | None = typer.Option(None, "--cpu", help="Catalog CPU id for the host-memory peak."),
+    ops: list[str] = typer.Option(["all_reduce", "all_gather", "reduce_scatter"], "--op", help="Collectives."),
+    min_bytes: str = typer.Option("8K", "--min-bytes", "-b"),
+    max_bytes: str | None = typer.Option(None, "--max-bytes", "-e", help="Default 256M NCCL, 16M gloo."),
+    nprocs: int | None = typer.Option(None, "--nprocs", help="Local ranks (default: GPUs, or 2 on CPU)."),
+    storage: Path | None = typer.Option(None, "--storage", help="Directory to benchmark (a temp file is used)."),
+    storage_mib: int = typer.Option(1024, "--storage-mib", help="Storage test file size, MiB."),
+    iodepth: int = typer.Option(16, "--iodepth", help="Random-read threads."),
+    ssd: str | None = typer.Option(None, "--ssd", help="Catalog SSD id to compare storage with."),
+    skip: list[str] = typer.Option([], "--skip", help="Skip parts: gemm, memory, collectives."),
+    calibration_out: Path | None = typer.Option(None, "--calibration-out", help="Write a Calibration YAML here."),
+    json_out: bool = JsonOpt,
+) -> None:
+    """GEMM, memory, collective and storage benchmarks, each against its catalog expectation."""
+    for part in skip:
+        if part not in ("gemm", "memory", "collectives"):
+            raise SpecError(f"--skip takes gemm, memory or collectives (got '{part}')")
+    gpu_name = None
+    torch = bm._torch()
+    if torch is not None and torch.cuda.is_available():
+        gpu_name = torch.cuda.get_device_name(0)
+    from clustertwin.ops.gpu import catalog_gpu_id
+    from clustertwin.ops.host import host_info
+
+    h = host_info()
+    report = bm.BenchReport(device=f"cuda:0 ({gpu_name})" if gpu_name else f"cpu ({h.cpu_model})",
+                            gpu_catalog_id=catalog_gpu_id(gpu_name) if gpu_name else None)
+    if "gemm" not in skip:
+        report.gemm, sk = bm.gemm(precision or None, gemm_n)
+        report.skipped += sk
+    if "memory" not in skip:
+        report.memory.append(bm.host_memory_bandwidth(memory_mib * MIB, cpu))
+        dev, reason = bm.device_memory_bandwidth()
+        if dev is not None:
+            report.memory.append(dev)
+        else:
+            report.skipped.append(str(reason))
+    if "collectives" not in skip:
+        sizes = None
+        if max_bytes is not None:
+            sizes = bm.sweep_sizes(parse_size(min_bytes), parse_size(max_bytes))
+        elif min_bytes != "8K":
+            raise SpecError("--min-bytes needs --max-bytes")
+        report.collectives, sk = bm.collectives(ops, sizes, nprocs)
+        report.skipped += sk
+    if storage is not None:
+        report.storage = bm.storage(storage, storage_mib * MIB, iodepth, ssd)
+    cal = calibration_from_bench(report)
+    if calibration_out is not None:
+        write_calibration(cal, str(calibration_out))
+    if json_out:
+        print_json({"device": report.device, "gpu_catalog_id": report.gpu_catalog_id,
+                    "gemm": [{**asdict(g), "pct_of_peak": g.pct_of_peak} for g in report.gemm],
+                    "memory": [{**asdict(m), "pct_of_peak": m.pct_of_peak} for m in report.memory],
+                    "collectives": [{**asdict(c), "avg_busbw_gb_per_s": c.avg_busbw_gb_per_s}
+                                    for c in report.collectives],
+                    "storage": asdict(report.storage) if report.storage else None,
+                    "skipped": report.skipped, "calibration": cal.model_dump(mode="json"),
+                    "calibration_file": str(calibration_out) if calibration_out else None})
+        return
+    console.print(f"device: {report.device}")
+    if report.gemm:
+        console.print(table("GEMM", ["precision", "n", "TFLOP/s", "peak TFLOP/s", "% of peak", "peak source"],
+                            [[g.precision, g.n, g.tflops, g.peak_tflops, g.pct_of_peak, g.peak_source]
+                             for g in report.gemm]))
+    if report.memory:
+        console.print(table("memory bandwidth (copy: read + write)", ["where", "bytes", "GB/s", "peak GB/s",
+                                                                      "% of peak", "peak source"],
+                            [[m.where, m.bytes_per_copy, m.gb_per_s, m.peak_gb_per_s, m.pct_of_peak, m.peak_source]
+                             for m in report.memory]))
+    for c in report.collectives:
+        console.print(bm.format_nccl_tests(c), markup=False, highlight=False)
+    if report.storage:
+        st = report.storage
+        exp = st.expected
+        console.print(table(f"storage {st.path} ({st.file_bytes / MIB:.0f} MiB file, "
+                            f"{'O_DIRECT' if st.direct_io else 'page cache dropped'})",
+                            ["test", "measured", "catalog", "% of catalog"],
+                            [["seq write GB/s", st.seq_write_gb_per_s, exp.get("seq_write_gb_per_s"),
+                              _pct(st.seq_write_gb_per_s, exp.get("seq_write_gb_per_s"))],
+                             ["seq read GB/s", st.seq_read_gb_per_s, exp.get("seq_read_gb_per_s"),
+                              _pct(st.seq_read_gb_per_s, exp.get("seq_read_gb_per_s"))],
+                             [f"rand 4 KiB read IOPS (QD{st.iodepth})", st.rand_read_iops, exp.get("rand_read_iops"),
+                              _pct(st.rand_read_iops, exp.get("rand_read_iops"))]]))
+    for s_ in report.skipped:
+        console.print(f"skipped: {s_}")
+    if calibration_out is not None:
+        console.print(f"calibration written to {calibration_out}: comm {cal.comm or '{}'}, train {cal.train or '{}'}")
+
+
+def _pct(measured: float, expected: float | None) -> float | None:
+    return None if not expected else 100.0 * measured / expected
+
+
+@node_app.command("validate")
+def validate_command(
+    node: str | None = typer.Option(None, "--node", help="Catalog node id (expected GPU count and model)."),
+    nodes: int = typer.Option(2, "--nodes", help="Nodes for the multi-node stage command."),
+    json_out: bool = JsonOpt,
+) -> None:
+    """Staged validation: single GPU, single node, then the multi-node command to run on the cluster."""
+    if nodes < 2:
+        raise SpecError(f"--nodes must be >= 2 for a multi-node stage (got {nodes})")
+    r = validate(node, nodes)
+    if json_out:
+        print_json({"passed": r.passed, "stages": [asdict(s) for s in r.stages],
+                    "findings": [f.to_dict() for f in r.check.findings]})
+        return
+    for i, s in enumerate(r.stages, 1):
+        style = {"pass": "green", "fail": "red", "skipped": "yellow", "run-on-cluster": "cyan"}[s.status]
+        console.print(f"stage {i} {s.name}: [{style}]{s.status}[/]" + (f" ({s.reason})" if s.reason else ""))
+        for name, ok, detail in s.checks:
+            console.print(f"  {'PASS' if ok else 'FAIL'} {name}: {detail}")
+        if s.command:
+            console.print(s.command, markup=False, highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(node_app, name="node")

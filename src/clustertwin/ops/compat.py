@@ -1,0 +1,67 @@
+"""CUDA toolkit/runtime -> minimum Linux driver (NVIDIA CUDA release notes, "CUDA Toolkit and
+Corresponding Driver Versions" and "minor version compatibility", CUDA 13.2 edition).
+
+A runtime X.Y runs with full features on a driver >= the table's minimum for X.Y; on an older driver of
+the same major family it runs under minor-version compatibility (>= 450 for 11.x, >= 525 for 12.x,
+>= 580 for 13.x) without PTX JIT of newer code; below that floor CUDA fails to initialise
+("CUDA driver version is insufficient for CUDA runtime version").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from clustertwin.ops.findings import Evidence, Finding
+
+MIN_DRIVER: dict[tuple[int, int], str] = {
+    (11, 8): "520.61.05", (12, 0): "525.60.13", (12, 1): "530.30.02", (12, 2): "535.54.03",
+    (12, 3): "545.23.06", (12, 4): "550.54.14", (12, 5): "555.42.02", (12, 6): "560.28.03",
+    (12, 8): "570.26", (12, 9): "575.51.03", (13, 0): "580.65.06", (13, 1): "590.44.01",
+    (13, 2): "595.45.04",
+}
+MINOR_COMPAT_FLOOR: dict[int, str] = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
+
+
+def _v(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in text.split(".") if p.isdigit())
+
+
+@dataclass(frozen=True)
+class Compat:
+    status: str
+    """ok, minor-compat, too-old, unknown."""
+    required: str | None
+
+
+def driver_supports(driver: str, cuda: str) -> Compat:
+    """Whether a driver runs a CUDA runtime version (``"550.54.15"``, ``"12.4"``)."""
+    cv = _v(cuda)[:2]
+    if len(cv) < 2 or not _v(driver):
+        return Compat("unknown", None)
+    need = MIN_DRIVER.get((cv[0], cv[1]))
+    if need is None:  # between table rows (e.g. 12.7 does not exist): use the next lower listed minor
+        lower = [k for k in MIN_DRIVER if k[0] == cv[0] and k[1] <= cv[1]]
+        need = MIN_DRIVER[max(lower)] if lower else None
+    if need is not None and _v(driver) >= _v(need):
+        return Compat("ok", need)
+    floor = MINOR_COMPAT_FLOOR.get(cv[0])
+    if floor is not None and _v(driver) >= _v(floor):
+        return Compat("minor-compat", need)
+    return Compat("too-old", need or floor)
+
+
+def compat_findings(driver: str | None, cuda_runtime: str | None, source: str = "torch.version.cuda") -> list[Finding]:
+    """A finding when the driver is below the runtime's minimum (error) or only minor-compatible (warning)."""
+    if not driver or not cuda_runtime:
+        return []
+    c = driver_supports(driver, cuda_runtime)
+    ev = (Evidence(source, None, f"driver {driver}, CUDA runtime {cuda_runtime}"),)
+    if c.status == "too-old":
+        return [Finding("error", "DRIVER_TOO_OLD", f"driver {driver} is older than CUDA {cuda_runtime} needs "
+                        f"(>= {c.required})", ev, f"upgrade the driver to >= {c.required} or use a CUDA "
+                        f"{cuda_runtime.split('.')[0]}.x build that this driver supports")]
+    if c.status == "minor-compat":
+        return [Finding("warning", "DRIVER_MINOR_COMPAT", f"CUDA {cuda_runtime} runs on driver {driver} only "
+                        f"under minor-version compatibility (full support from {c.required})", ev,
+                        f"upgrade the driver to >= {c.required} for PTX JIT and new features")]
+    return []
