@@ -62,3 +62,8 @@ def human_bytes(n_bytes: float) -> str:
             v = n_bytes / size
             return f"{v:.0f} {unit}" if v == int(v) else f"{v:.1f} {unit}"
     return f"{n_bytes:.0f} B"
+
+
+#: PCIe x16 bandwidth per direction after line encoding, GB/s, by generation (PCI-SIG: 8/16/32/64 GT/s
+#: per lane; Gen3-5 128b/130b encoding, Gen6 FLIT mode ~242/256).
+PCIE_X16_GB_PER_S: dict[int, float] = {3: 15.75, 4: 31.5, 5: 63.0, 6: 121.0}
