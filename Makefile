@@ -13,7 +13,7 @@ venv: $(BIN)/python
 	$(BIN)/pip install -q -e .
 
 dev-venv: $(BIN)/python
-	$(BIN)/pip install -q -e '.[dev,report,sweep]'
+	$(BIN)/pip install -q -e '.[dev,report,sweep,ray,bench]'
 
 demo: venv
 	$(CT) plan
