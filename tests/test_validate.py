@@ -1,0 +1,55 @@
+"""validate: the case runner's contract (README of the validation set): errors per case never abort the run,
+relative errors are (predicted - measured) / measured, summaries by kind."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from clustertwin import validate
+from tests.conftest import VALIDATION, need_shared, run_cli
+
+
+def test_rel_error_definition():
+    assert validate.rel_error(110.0, 100.0) == pytest.approx(0.10)
+    assert validate.rel_error(90.0, 100.0) == pytest.approx(-0.10)
+
+
+def test_bad_case_is_reported_not_fatal(tmp_path):
+    f = tmp_path / "cases.yaml"
+    f.write_text(
+        "cases:\n"
+        "- {id: good, kind: collective, node: dgx-h100, nodes: 1, gpus: 8, op: all_reduce, bytes: 4294967296,"
+        " measured: {busbw_gb_per_s: 360}}\n"
+        "- {id: typo, kind: colective, measured: {x: 1}}\n"
+        "- {id: badop, kind: collective, node: dgx-h100, nodes: 1, gpus: 8, op: all_reduse, bytes: 8,"
+        " measured: {busbw_gb_per_s: 1}}\n"
+    )
+    out = validate.run([f])
+    by_id = {c["id"]: c for c in out["cases"]}
+    assert "error" not in by_id["good"]
+    assert by_id["good"]["rel_error"]["busbw_gb_per_s"] == pytest.approx(
+        (by_id["good"]["predicted"]["busbw_gb_per_s"] - 360) / 360)
+    assert "did you mean 'collective'" in by_id["typo"]["error"]
+    assert "all_reduce" in by_id["badop"]["error"]
+    assert out["summary"]["count"] == 3 and out["summary"]["failed"] == 2
+
+
+def test_cli_json_follows_the_documented_schema():
+    need_shared(VALIDATION / "collective.yaml")
+    res = run_cli("validate", str(VALIDATION / "collective.yaml"), "--json")
+    assert res.code == 0, res.stderr
+    data = json.loads(res.stdout)
+    assert set(data) == {"cases", "summary"}
+    case = data["cases"][0]
+    assert {"id", "kind", "source", "measured", "predicted", "rel_error"} <= set(case)
+    s = data["summary"]
+    assert {"count", "median_abs_rel_error", "max_abs_rel_error", "by_kind"} <= set(s)
+    assert s["by_kind"]["collective"]["count"] == len(data["cases"])
+
+
+def test_missing_case_file_exits_2(tmp_path):
+    res = run_cli("validate", str(tmp_path / "nope.yaml"))
+    assert res.code == 2
+    assert "nope.yaml" in res.stderr and "Traceback" not in res.stderr
