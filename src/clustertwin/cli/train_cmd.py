@@ -1,0 +1,231 @@
+"""``clustertwin train estimate|search|scale``: one layout, ranked layouts, scaling curve; with
+``--tokens`` also the time, GPU-hours, energy and cost to train on that many tokens."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from clustertwin.cli.common import (
+    ClusterOpt,
+    JsonOpt,
+    console,
+    load_calibration,
+    load_cluster,
+    load_model,
+    print_json,
+    table,
+)
+from clustertwin.errors import SpecError
+
+train_app = typer.Typer(help="LLM training: memory, step time, layout search, scaling, time-to-train.",
+                        no_args_is_help=True)
+
+ModelOpt = typer.Option("llama3-8b", "--model", "-m", help="Model catalog id or YAML/JSON file.")
+GpusOpt = typer.Option(None, "--gpus", "-g", help="GPUs to use (default: the whole cluster).")
+BatchOpt = typer.Option(..., "--global-batch", "-b", help="Sequences per optimizer step.")
+SeqOpt = typer.Option(None, "--seq-len", "-s", help="Sequence length (default: the model's).")
+PrecOpt = typer.Option("bf16", "--precision", "-p", help="GEMM precision: bf16, fp16, fp8.")
+CalOpt = typer.Option(None, "--calibration", help="Calibration file (train: overrides of TrainParams).")
+TokensOpt = typer.Option(None, "--tokens", help="Token budget: adds days, GPU-hours, energy and cost.")
+PriceOpt = typer.Option(0.0, "--usd-per-gpu-hour", help="GPU rental price for the cost estimate.")
+
+RECOMPUTE = ("none", "selective", "full")
+
+
+def _seq_model(model: str, seq_len: int | None):
+    m = load_model(model)
+    if seq_len:
+        m = m.model_copy(update={"seq_len": seq_len})
+    return m
+
+
+def _fixed(**kw: Any) -> dict[str, Any]:
+    """Layout fields given on the command line (None = searched)."""
+    if kw.get("recompute") is not None and kw["recompute"] not in RECOMPUTE:
+        raise SpecError(f"--recompute must be one of {', '.join(RECOMPUTE)} (got {kw['recompute']!r})")
+    if kw.get("zero") is not None and kw["zero"] not in (0, 1, 2, 3):
+        raise SpecError(f"--zero must be 0, 1, 2 or 3 (got {kw['zero']})")
+    return {k: v for k, v in kw.items() if v is not None}
+
+
+def _short_layout(layout: dict[str, Any]) -> str:
+    """``tp8 pp16 dp8 vpp2 mbs1 sel z1 sp`` (degrees of 1 and ep/cp/vpp of 1 left out)."""
+    parts = [f"tp{layout['tp']}", f"pp{layout['pp']}", f"dp{layout['dp']}"]
+    parts += [f"{k}{layout[k]}" for k in ("cp", "ep", "vpp") if layout[k] != 1]
+    parts += [f"mbs{layout['micro_batch']}", {"none": "no-rc", "selective": "sel-rc", "full": "full-rc"}[
+        layout["recompute"]], f"z{layout['zero']}"]
+    if layout["sequence_parallel"]:
+        parts.append("sp")
+    return " ".join(parts)
+
+
+def _ttt_rows(ttt) -> list[list[Any]]:
+    return [["tokens", ttt.tokens], ["days", ttt.days], ["GPU-hours", ttt.gpu_hours],
+            [f"energy (MWh, PUE {ttt.pue:.2f})", ttt.energy_mwh], ["cost (USD)", ttt.cost_usd]]
+
+
+def _print_estimate(e, title: str) -> None:
+    rows = [["layout", " ".join(f"{k}={v}" for k, v in e.layout.items())],
+            ["GPUs", e.gpus], ["step time (s)", e.step_time_s], ["tokens/s", e.tokens_per_s],
+            ["tokens/s per GPU", e.tokens_per_s_per_gpu], ["MFU", e.mfu], ["HFU", e.hfu],
+            ["model TFLOP/s per GPU", e.model_tflops_per_gpu], ["hardware TFLOP/s per GPU", e.hardware_tflops_per_gpu],
+            ["memory (GiB per GPU)", e.memory_gib_per_gpu], ["fits", e.fits]]
+    if not e.fits:
+        rows.append(["why", e.memory.reason])
+    console.print(table(title, ["quantity", "value"], rows))
+    st = e.step_time_s
+    console.print(table("step time breakdown", ["term", "seconds", "share"],
+                        [[k, v, f"{v / st:.1%}"] for k, v in e.breakdown.items() if v > 0]))
+    mem = e.memory.breakdown
+    console.print(table("memory per GPU (busiest stage)", ["term", "GiB"],
+                        [[k, v] for k, v in mem.items()] + [["total", e.memory_gib_per_gpu],
+                                                            ["HBM", e.memory.capacity_gib]]))
+
+
+@train_app.command("estimate")
+def estimate_command(
+    cluster: str = ClusterOpt,
+    model: str = ModelOpt,
+    gpus: int = GpusOpt,
+    global_batch: int = BatchOpt,
+    seq_len: int = SeqOpt,
+    tp: int = typer.Option(1, "--tp", help="Tensor-parallel degree."),
+    pp: int = typer.Option(1, "--pp", help="Pipeline stages."),
+    dp: int = typer.Option(None, "--dp", help="Data-parallel degree (default: GPUs / (tp pp cp))."),
+    cp: int = typer.Option(1, "--cp", help="Context-parallel degree."),
+    ep: int = typer.Option(1, "--ep", help="Expert-parallel degree."),
+    vpp: int = typer.Option(1, "--vpp", help="Virtual pipeline chunks per stage (interleaved 1F1B)."),
+    micro_batch: int = typer.Option(1, "--micro-batch", help="Sequences per micro-batch."),
+    recompute: str = typer.Option("none", "--recompute", help="none, selective or full."),
+    zero: int = typer.Option(1, "--zero", help="ZeRO stage (1 = distributed optimizer)."),
+    sp: bool = typer.Option(None, "--sp/--no-sp", help="Sequence parallelism (default: on when tp > 1)."),
+    precision: str = PrecOpt,
+    tokens: float = TokensOpt,
+    usd_per_gpu_hour: float = PriceOpt,
+    calibration: str = CalOpt,
+    json_out: bool = JsonOpt,
+) -> None:
+    """Step time, MFU, throughput and memory of one layout, with breakdowns."""
+    from clustertwin.specs import ParallelismSpec, build
+    from clustertwin.train import estimate, time_to_train
+
+    c = load_cluster(cluster)
+    m = _seq_model(model, seq_len)
+    _fixed(recompute=recompute, zero=zero)
+    n = gpus or c.total_gpus
+    if dp is None:
+        if n % (tp * pp * cp):
+            raise SpecError(f"{n} GPUs are not divisible by tp x pp x cp = {tp * pp * cp}")
+        dp = n // (tp * pp * cp)
+    par = build(ParallelismSpec, {
+        "tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "vpp": vpp, "micro_batch": micro_batch,
+        "global_batch": global_batch, "recompute": recompute, "zero": zero,
+        "sequence_parallel": (tp > 1) if sp is None else sp, "precision": precision,
+        "schedule": "interleaved" if vpp > 1 else "1f1b"})
+    e = estimate(m, c, par, calibration=load_calibration(calibration))
+    ttt = time_to_train(e, tokens, c, usd_per_gpu_hour) if tokens else None
+    if json_out:
+        d = e.to_dict()
+        if ttt:
+            d["time_to_train"] = ttt.to_dict()
+        print_json(d)
+        return
+    _print_estimate(e, f"{m.name or m.id or 'model'} on {c.name or c.id or 'cluster'}")
+    if ttt:
+        console.print(table("time to train", ["quantity", "value"], _ttt_rows(ttt)))
+
+
+@train_app.command("search")
+def search_command(
+    cluster: str = ClusterOpt,
+    model: str = ModelOpt,
+    gpus: int = GpusOpt,
+    global_batch: int = BatchOpt,
+    seq_len: int = SeqOpt,
+    tp: int = typer.Option(None, "--tp", help="Fix the tensor-parallel degree."),
+    pp: int = typer.Option(None, "--pp", help="Fix the pipeline stages."),
+    dp: int = typer.Option(None, "--dp", help="Fix the data-parallel degree."),
+    cp: int = typer.Option(None, "--cp", help="Fix the context-parallel degree."),
+    ep: int = typer.Option(None, "--ep", help="Fix the expert-parallel degree."),
+    vpp: int = typer.Option(None, "--vpp", help="Fix the virtual pipeline chunks."),
+    micro_batch: int = typer.Option(None, "--micro-batch", help="Fix the micro-batch."),
+    recompute: str = typer.Option(None, "--recompute", help="Fix recompute: none, selective, full."),
+    zero: int = typer.Option(None, "--zero", help="Fix the ZeRO stage."),
+    precision: str = PrecOpt,
+    top: int = typer.Option(10, "--top", "-k", help="Layouts to list."),
+    tokens: float = TokensOpt,
+    usd_per_gpu_hour: float = PriceOpt,
+    calibration: str = CalOpt,
+    json_out: bool = JsonOpt,
+) -> None:
+    """Rank every valid layout for the GPU count and global batch by throughput among those that fit."""
+    from clustertwin.train import search, time_to_train
+
+    c = load_cluster(cluster)
+    m = _seq_model(model, seq_len)
+    fixed = _fixed(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, micro_batch=micro_batch, recompute=recompute,
+                   zero=zero)
+    res = search(m, c, global_batch=global_batch, gpus=gpus, precision=precision, fixed=fixed, top=top,
+                 calibration=load_calibration(calibration))
+    ttt = time_to_train(res.best, tokens, c, usd_per_gpu_hour) if (tokens and res.best) else None
+    if json_out:
+        d = res.to_dict()
+        if ttt:
+            d["time_to_train"] = ttt.to_dict()
+        print_json(d)
+        return
+    rows = [[i + 1, _short_layout(e.layout), e.step_time_s, e.tokens_per_s, e.mfu, e.memory_gib_per_gpu] for i, e in enumerate(res.top)]
+    console.print(table(f"best layouts on {res.gpus} GPUs (global batch {res.global_batch}, {res.precision}; "
+                        f"{res.evaluated:,} evaluated, {res.valid:,} valid, {res.fitting:,} fit)",
+                        ["#", "layout", "step (s)", "tokens/s", "MFU", "GiB/GPU"], rows))
+    if res.rejected:
+        console.print(table("rejected", ["reason", "layouts"],
+                            [[k, int(v)] for k, v in sorted(res.rejected.items(), key=lambda kv: -kv[1])]))
+    if res.best is None:
+        raise SpecError("no valid layout fits; see the rejected classes above")
+    if ttt:
+        console.print(table("time to train (best layout)", ["quantity", "value"], _ttt_rows(ttt)))
+
+
+@train_app.command("scale")
+def scale_command(
+    cluster: str = ClusterOpt,
+    model: str = ModelOpt,
+    max_gpus: int = typer.Option(None, "--gpus", "-g", help="Largest GPU count (default: the whole cluster)."),
+    start_gpus: int = typer.Option(None, "--start-gpus", help="Smallest GPU count (default: one node)."),
+    global_batch: int = BatchOpt,
+    seq_len: int = SeqOpt,
+    precision: str = PrecOpt,
+    calibration: str = CalOpt,
+    json_out: bool = JsonOpt,
+) -> None:
+    """Throughput and scaling efficiency from one node to N GPUs, with the loss attributed to
+    communication, pipeline bubble and imbalance."""
+    from clustertwin.train import scale
+
+    c = load_cluster(cluster)
+    m = _seq_model(model, seq_len)
+    res = scale(m, c, global_batch=global_batch, max_gpus=max_gpus, start_gpus=start_gpus, precision=precision,
+                calibration=load_calibration(calibration))
+    if json_out:
+        print_json(res)
+        return
+    rows = []
+    for p in res.points:
+        e = p.estimate
+        if e is None:
+            rows.append([p.gpus, "-", "-", "-", "-", "-", "-", "-", "-", p.note])
+            continue
+        f = p.fractions
+        rows.append([p.gpus, e.tokens_per_s, e.tokens_per_s_per_gpu, e.mfu, p.efficiency,
+                     f"{f['compute']:.0%}", f"{f['communication']:.0%}", f"{f['bubble']:.0%}",
+                     f"{f['imbalance']:.0%}", _short_layout(e.layout)])
+    console.print(table(f"scaling at global batch {res.global_batch} ({res.precision})",
+                        ["GPUs", "tokens/s", "per GPU", "MFU", "eff.", "compute", "comm", "bubble",
+                         "imbal.", "layout"], rows))
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(train_app, name="train")

@@ -1,0 +1,108 @@
+"""The training model's single entry point to collective costs.
+
+Every communication term of the step-time model (TP, CP, EP, PP, DP, ZeRO-3) calls
+:func:`collective_time`, which evaluates :func:`clustertwin.comm.collective` (the calibrated NCCL-style
+model of the cluster's topology) for the group's size and members per node.
+
+``nbytes`` is nccl-tests' size: the all-reduced tensor, the gathered output, the scattered input, the
+data each rank sends in an all-to-all, the message of a send/recv.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from clustertwin.comm import collective
+from clustertwin.specs.calibration import Calibration
+from clustertwin.specs.cluster import ClusterSpec
+
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv")
+
+#: message sizes (bytes) at which the collective model is sampled once per group shape; between grid
+#: points time is linear in size, as within one (algorithm, protocol) candidate of an alpha-beta model
+GRID_BYTES = 2.0 ** np.arange(0.0, 44.25, 0.25)
+_CACHE: dict[tuple, tuple[ClusterSpec, Calibration | None, np.ndarray]] = {}
+_CACHE_LIMIT = 4096
+
+
+def _grid_times(cluster: ClusterSpec, op: str, gpus: int, rpn: int, calibration: Calibration | None):
+    key = (id(cluster), op, gpus, rpn, id(calibration))
+    hit = _CACHE.get(key)
+    if hit is not None and hit[0] is cluster and hit[1] is calibration:
+        return hit[2]
+    times = np.asarray(collective(cluster, op, GRID_BYTES, gpus, ranks_per_node=rpn,
+                                  calibration=calibration).time_s, dtype=float)
+    if len(_CACHE) >= _CACHE_LIMIT:
+        _CACHE.clear()
+    _CACHE[key] = (cluster, calibration, times)
+    return times
+
+
+_SLOPE_DX = GRID_BYTES[-1] - GRID_BYTES[-2]
+
+
+def _interp(x: np.ndarray, times: np.ndarray) -> np.ndarray:
+    y = np.interp(x, GRID_BYTES, times)
+    if x.size and x.max() > GRID_BYTES[-1]:
+        slope = (times[-1] - times[-2]) / _SLOPE_DX
+        y = np.where(x > GRID_BYTES[-1], times[-1] + (x - GRID_BYTES[-1]) * slope, y)
+    return y
+
+
+def collective_time(cluster: ClusterSpec, op: str, nbytes, gpus, ranks_per_node,
+                    calibration: Calibration | None = None):
+    """Seconds for collective ``op`` of ``nbytes`` over ``gpus`` ranks, ``ranks_per_node`` of them per
+    node (numpy arrays broadcast). Groups of one rank cost nothing.
+
+    The collective model is sampled once per (cluster, op, group size, ranks per node) on
+    :data:`GRID_BYTES` and interpolated linearly in size (extrapolated with the last slope beyond)."""
+    if op not in OPS:
+        raise ValueError(f"unknown collective {op}")
+    if not isinstance(nbytes, np.ndarray) and not isinstance(gpus, np.ndarray) and \
+            not isinstance(ranks_per_node, np.ndarray):
+        g = int(gpus)
+        if g <= 1:
+            return 0.0
+        rpn = min(max(int(ranks_per_node), 1), g)
+        times = _grid_times(cluster, op, g, rpn, calibration)
+        x = float(nbytes)
+        if x > GRID_BYTES[-1]:
+            return float(times[-1] + (x - GRID_BYTES[-1]) * (times[-1] - times[-2]) / _SLOPE_DX)
+        return float(np.interp(x, GRID_BYTES, times))
+    nb, n, r = np.broadcast_arrays(np.asarray(nbytes, dtype=float), np.asarray(gpus, dtype=np.int64),
+                                   np.asarray(ranks_per_node, dtype=np.int64))
+    out = np.zeros(nb.shape)
+    if out.size == 0:
+        return out
+    r = np.minimum(np.maximum(r, 1), np.maximum(n, 1))
+    if n.size <= 8:
+        pairs = sorted({(int(a), int(b)) for a, b in zip(n.flat, r.flat, strict=True)})
+    else:
+        pairs = [tuple(x) for x in np.unique(np.stack([n.reshape(-1), r.reshape(-1)]), axis=1).T.tolist()]
+    single = len(pairs) == 1
+    for g, rpn in pairs:
+        if g <= 1:
+            continue
+        times = _grid_times(cluster, op, int(g), int(rpn), calibration)
+        if single:
+            out = _interp(nb, times)
+        else:
+            sel = (n == g) & (r == rpn)
+            out[sel] = _interp(nb[sel], times)
+    return out
+    r = np.clip(r, 1, np.maximum(n, 1))
+    pairs = np.unique(np.stack([n.reshape(-1), r.reshape(-1)]), axis=1)
+    slope_x = GRID_BYTES[-1] - GRID_BYTES[-2]
+    for g, rpn in pairs.T:
+        if g <= 1:
+            continue
+        times = _grid_times(cluster, op, int(g), int(rpn), calibration)
+        sel = (n == g) & (r == rpn)
+        x = nb[sel]
+        y = np.interp(x, GRID_BYTES, times)
+        beyond = x > GRID_BYTES[-1]
+        if np.any(beyond):
+            slope = (times[-1] - times[-2]) / slope_x
+            y = np.where(beyond, times[-1] + (x - GRID_BYTES[-1]) * slope, y)
+        out[sel] = y
+    return out

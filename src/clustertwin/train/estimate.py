@@ -1,0 +1,102 @@
+"""One layout: step time, throughput, MFU/HFU and memory with breakdowns (``train estimate``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from clustertwin.errors import SpecError
+from clustertwin.specs.calibration import Calibration
+from clustertwin.specs.cluster import ClusterSpec
+from clustertwin.specs.model import ModelSpec
+from clustertwin.specs.parallelism import ParallelismSpec
+from clustertwin.train.layout import Layouts, scalar
+from clustertwin.train.memory import MemoryResult, checkpoint_bytes, memory_result
+from clustertwin.train.params import TrainParams, resolve_params
+from clustertwin.train.rules import first_violation
+from clustertwin.train.step import BREAKDOWN_KEYS, evaluate_layouts, hardware
+from clustertwin.units import GIB
+
+
+@dataclass
+class TrainEstimate:
+    """Predicted performance of one layout. Times in seconds per optimizer step."""
+
+    step_time_s: float
+    tokens_per_s: float
+    mfu: float
+    hfu: float
+    model_tflops_per_gpu: float
+    hardware_tflops_per_gpu: float
+    gpus: int
+    global_batch: int
+    seq_len: int
+    precision: str
+    layout: dict[str, Any]
+    memory: MemoryResult
+    breakdown: dict[str, float] = field(default_factory=dict)
+    """Seconds per step by term; they add up to ``step_time_s``."""
+    model_flops_per_step: float = 0.0
+    checkpoint_bytes: float = 0.0
+    """Weights + optimizer state of the whole model (what a checkpoint writes)."""
+
+    @property
+    def memory_gib_per_gpu(self) -> float:
+        return self.memory.total_gib
+
+    @property
+    def fits(self) -> bool:
+        return self.memory.fits
+
+    @property
+    def tokens_per_s_per_gpu(self) -> float:
+        return self.tokens_per_s / self.gpus
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "step_time_s": self.step_time_s, "mfu": self.mfu, "hfu": self.hfu, "tokens_per_s": self.tokens_per_s,
+            "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
+            "model_tflops_per_gpu": self.model_tflops_per_gpu,
+            "hardware_tflops_per_gpu": self.hardware_tflops_per_gpu,
+            "memory_gib_per_gpu": self.memory_gib_per_gpu, "fits": self.fits,
+            "gpus": self.gpus, "global_batch": self.global_batch, "seq_len": self.seq_len,
+            "precision": self.precision, "layout": self.layout, "breakdown": self.breakdown,
+            "memory": self.memory.to_dict(), "checkpoint_gib": self.checkpoint_bytes / GIB,
+        }
+
+
+def from_arrays(out: dict, lay: Layouts, i: int, *, global_batch: int, seq_len: int, precision: str,
+                hbm_bytes: float, model: ModelSpec) -> TrainEstimate:
+    """The TrainEstimate of layout ``i`` of an :func:`evaluate_layouts` result."""
+    mem_arrays = {k[4:]: v for k, v in out.items() if k.startswith("mem_")}
+    return TrainEstimate(
+        step_time_s=scalar(out["step_time_s"], i), tokens_per_s=scalar(out["tokens_per_s"], i),
+        mfu=scalar(out["mfu"], i), hfu=scalar(out["hfu"], i),
+        model_tflops_per_gpu=scalar(out["model_tflops_per_gpu"], i),
+        hardware_tflops_per_gpu=scalar(out["hardware_tflops_per_gpu"], i),
+        gpus=int(scalar(lay.gpus, i)), global_batch=global_batch, seq_len=seq_len, precision=precision,
+        layout=lay.row(i), memory=memory_result(mem_arrays, i, hbm_bytes),
+        breakdown={k: scalar(out[f"bd_{k}"], i) for k in BREAKDOWN_KEYS},
+        model_flops_per_step=scalar(out["model_flops_per_step"], i), checkpoint_bytes=checkpoint_bytes(model))
+
+
+def estimate(model: ModelSpec, cluster: ClusterSpec, parallelism: ParallelismSpec, *,
+             seq_len: int | None = None, params: TrainParams | None = None,
+             calibration: Calibration | None = None) -> TrainEstimate:
+    """Predict one layout on ``cluster``. Raises SpecError for layouts that cannot run (wrong GPU
+    count, divisibility); a layout that runs out of memory is returned with ``fits = False`` and
+    ``memory.reason``."""
+    prm = resolve_params(params, calibration)
+    s = seq_len or model.seq_len
+    p = parallelism
+    if p.gpus > cluster.total_gpus:
+        raise SpecError(f"layout needs tp x pp x dp x cp = {p.gpus} GPUs; the cluster has {cluster.total_gpus}",
+                        path=("parallelism",))
+    lay = Layouts.from_spec(p)
+    bad = first_violation(model, lay, p.global_batch, cluster.node.gpus, s)
+    if bad:
+        raise SpecError(f"invalid layout: {bad}", path=("parallelism",))
+    hw = hardware(cluster, p.precision, prm)
+    out = evaluate_layouts(model, cluster, lay, p.global_batch, p.precision, prm, s, calibration)
+    return from_arrays(out, lay, 0, global_batch=p.global_batch, seq_len=s, precision=p.precision,
+                       hbm_bytes=hw.hbm_bytes, model=model)

@@ -1,0 +1,244 @@
+"""Memory per GPU of a training layout: model states, activations, framework allowance.
+
+**Model states** (Megatron mixed precision, Ψ parameters held by a GPU): 16-bit weights (2 B), fp32
+main gradients (4 B), Adam fp32 master weights + first + second moment (12 B) = 18 B/param. ZeRO over
+the data-parallel group of size N_d (dp x cp for dense weights, dp x cp / ep for experts) divides:
+stage 1 (= Megatron distributed optimizer) the 12 B of optimizer state (6 + 12/N_d), stage 2 also the
+gradients (2 + 16/N_d), stage 3 also the weights (18/N_d, plus two gathered layers in flight).
+FP8 training keeps an extra 1-byte weight copy per parameter.
+
+**Activations** per layer and micro-batch follow Korthikanti et al. 2022 (Table 2; 16-bit tensors,
+1-byte dropout masks; s sequence, b micro-batch, h hidden, a heads, t TP):
+
+    no recompute, TP        s b h (10 + 24/t + 5 a s / (h t))
+    no recompute, TP + SP   s b h (34 + 5 a s / h) / t
+    selective,    TP        s b h (10 + 24/t)
+    selective,    TP + SP   34 s b h / t
+    full recompute          2 s b h        (the layer input; / t with SP)
+
+generalised term by term to GQA (Q: 2 s b q, K and V: 2 s b kv each), SwiGLU (two FFN inputs of width f)
+and MoE (top_k expert activations per token), to context parallelism (s -> s/cp) and to flash attention
+(the 5 a s^2 b score term replaced by the 4-byte log-sum-exp per head and token), to dropout-free SwiGLU
+models (no masks) and to FP8 training (the four GEMM inputs saved as 1-byte tensors). For GPT (MHA, 4h
+GELU, dropout, 16-bit, unfused attention) the general form equals the table exactly.
+
+The first pipeline stage holds ``min(p, m)`` micro-batches in flight under 1F1B (m = micro-batches per
+step), times ``1 + (p - 1)/(p v)`` for the interleaved schedule with v chunks; full recompute adds one
+layer's un-recomputed activations as working set. The stage that holds the output layer adds the
+logits and loss buffers ``4 s b h (1 + V/h) / t`` (Megatron's theoretical memory). The framework
+allowance adds ``memory_reserved_gib`` and ``memory_fragmentation`` x activations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from clustertwin.specs.model import ModelSpec
+from clustertwin.train.flops import attention_widths, param_counts
+from clustertwin.train.layout import RECOMPUTE_CODES, Layouts, as_float, ceil, fmax, fmin, scalar, where
+from clustertwin.train.params import TrainParams
+from clustertwin.units import GIB
+
+#: bytes per parameter of mixed-precision Adam state (Megatron)
+WEIGHT_BYTES = 2
+GRAD_BYTES = 4
+OPTIMIZER_BYTES = 12
+#: extra 1-byte weight copy kept by FP8 training (Transformer Engine)
+FP8_WEIGHT_COPY_BYTES = 1
+#: bytes per parameter written to a checkpoint: 16-bit weights + fp32 master, m, v
+CHECKPOINT_BYTES_PER_PARAM = WEIGHT_BYTES + OPTIMIZER_BYTES
+#: bytes per activation element (16-bit) and per dropout-mask element
+ACT_BYTES = 2
+MASK_BYTES = 1
+#: bytes per element of an FP8 tensor
+FP8_BYTES = 1
+#: fp32 log-sum-exp saved per head and token by flash attention
+LSE_BYTES = 4
+#: ZeRO-3 keeps this many gathered layers in flight (current + prefetched)
+ZERO3_GATHERED_LAYERS = 2
+
+TERMS = ("weights", "gradients", "optimizer", "activations", "logits", "reserved", "fragmentation")
+
+
+def korthikanti_activation_bytes(s: int, b: int, h: int, a: int, t: int = 1, sp: bool = False,
+                                 recompute: str = "none") -> float:
+    """Activation bytes per transformer layer, Korthikanti et al. 2022 Table 2, verbatim."""
+    if recompute == "full":
+        return 2.0 * s * b * h / (t if sp else 1)
+    if recompute == "selective":
+        return 34.0 * s * b * h / t if sp else s * b * h * (10.0 + 24.0 / t)
+    if sp:
+        return s * b * h * (34.0 + 5.0 * a * s / h) / t
+    return s * b * h * (10.0 + 24.0 / t + 5.0 * a * s / (h * t))
+
+
+def activation_bytes_per_layer(model: ModelSpec, seq_len: int, mbs, tp, cp, sp, recompute, flash: bool,
+                               moe_layer: bool = False, fp8: bool = False):
+    """Generalised Korthikanti activation bytes of one layer for one micro-batch (numpy-broadcast).
+
+    ``recompute`` is the integer code of :data:`RECOMPUTE_CODES`. Dropout masks are stored for GELU/ReLU
+    models (GPT, as in Korthikanti); SwiGLU models (Llama, Mixtral, DeepSeek, Qwen) train without
+    dropout. ``fp8``: the inputs of the four GEMMs are saved in FP8 (Transformer Engine keeps the
+    quantised copy for the weight gradient)."""
+    h, a = model.hidden, model.heads
+    w = attention_widths(model)
+    sl = seq_len / as_float(cp)  # local sequence
+    sb = sl * as_float(mbs)
+    t = as_float(tp)
+    spf = sp > 0
+    # replicated over TP unless SP: two norm inputs, QKV and FFN inputs, two dropout masks
+    gemm_in = FP8_BYTES if fp8 else ACT_BYTES
+    masks = 0 if model.ffn == "swiglu" else 2 * MASK_BYTES
+    repl = sb * h * (2 * ACT_BYTES + gemm_in + gemm_in + masks)
+    # split over TP: Q, K, V, projection input, FFN activation input(s) and output
+    gate = 2 if model.ffn == "swiglu" else 1
+    if moe_layer and model.moe:
+        f_tok = model.moe.top_k * model.moe.expert_ffn_hidden + model.moe.shared_experts * \
+            model.moe.expert_ffn_hidden
+        dispatch = ACT_BYTES * h * model.moe.top_k
+    else:
+        f_tok = model.d_ffn
+        dispatch = 0
+    split = sb * (ACT_BYTES * (w.qk + w.kv_pair) + gemm_in * w.v + ACT_BYTES * gate * f_tok + gemm_in * f_tok
+                  + dispatch)
+    if flash:
+        scores = sb * a * LSE_BYTES
+    else:
+        # softmax output (2), dropout mask (1), dropout output (2) per score: 5 a s^2 b
+        scores = sb * a * seq_len * (2 * ACT_BYTES + MASK_BYTES if masks else ACT_BYTES)
+    rc = recompute
+    scores = where(rc == RECOMPUTE_CODES["selective"], 0.0, scores)
+    none_sel = where(spf, (repl + split + scores) / t, repl + (split + scores) / t)
+    full = ACT_BYTES * sb * h / where(spf, t, 1.0)
+    return where(rc == RECOMPUTE_CODES["full"], full, none_sel)
+
+
+@dataclass
+class StageShapes:
+    """Per-layout pipeline-stage quantities shared by memory and step time."""
+
+    layers_per_stage: np.ndarray
+    moe_share: float
+    microbatches: np.ndarray
+
+
+def stage_shapes(model: ModelSpec, lay: Layouts, global_batch: int) -> StageShapes:
+    """Layers on the busiest stage (ceil(L/p)) and micro-batches per step m = B / (mbs dp)."""
+    lps = ceil(model.layers / lay.pp)
+    m = fmax(1, global_batch // (lay.mbs * lay.dp))
+    share = model.n_moe_layers / model.layers
+    return StageShapes(layers_per_stage=lps, moe_share=share, microbatches=m)
+
+
+def memory_arrays(model: ModelSpec, lay: Layouts, global_batch: int, precision: str, flash: bool,
+                  params: TrainParams, seq_len: int | None = None) -> dict[str, np.ndarray]:
+    """Per-GPU bytes by term for each layout, at the worse of the first and last pipeline stage.
+
+    Returns arrays for every name in :data:`TERMS` plus ``total``."""
+    s = seq_len or model.seq_len
+    pc = param_counts(model)
+    st = stage_shapes(model, lay, global_batch)
+    tp, pp, dp, cp, ep = (as_float(x) for x in (lay.tp, lay.pp, lay.dp, lay.cp, lay.ep))
+    lps = st.layers_per_stage
+    n_moe_stage = lps * st.moe_share
+    n_dense_stage = lps - n_moe_stage
+    nonexp = (n_dense_stage * pc.dense_layer + n_moe_stage * pc.moe_layer_non_expert) / tp
+    experts = n_moe_stage * pc.experts_per_layer / (ep * tp)
+    emb = pc.embedding / tp
+    out = (pc.output or pc.embedding) / tp
+    first_dense = nonexp + emb + where(pp == 1, pc.output / tp, 0.0)
+    last_dense = nonexp + out
+    dpg = dp * cp
+    edpg = fmax(dpg / ep, 1.0)
+    z = lay.zero
+
+    def states(dense, exp):
+        def shard(n, group, stage):
+            return n / where(z >= stage, group, 1.0)
+
+        w = WEIGHT_BYTES * (shard(dense, dpg, 3) + shard(exp, edpg, 3))
+        if precision == "fp8":
+            w = w + FP8_WEIGHT_COPY_BYTES * (dense + exp)
+        layer_params = (pc.dense_layer if pc.moe_layers < pc.layers else pc.moe_layer_non_expert) / tp
+        w = w + where(z >= 3, ZERO3_GATHERED_LAYERS * WEIGHT_BYTES * layer_params, 0.0)
+        g = GRAD_BYTES * (shard(dense, dpg, 2) + shard(exp, edpg, 2))
+        o = OPTIMIZER_BYTES * (shard(dense, dpg, 1) + shard(exp, edpg, 1))
+        return w, g, o
+
+    w1, g1, o1 = states(first_dense, experts)
+    w2, g2, o2 = states(last_dense, experts)
+
+    fp8 = precision == "fp8"
+    act_layer_dense = activation_bytes_per_layer(model, s, lay.mbs, lay.tp, lay.cp, lay.sp, lay.recompute,
+                                                 flash, fp8=fp8)
+    if pc.moe_layers:
+        act_layer_moe = activation_bytes_per_layer(model, s, lay.mbs, lay.tp, lay.cp, lay.sp, lay.recompute,
+                                                   flash, moe_layer=True, fp8=fp8)
+    else:
+        act_layer_moe = act_layer_dense
+    act_layer = (1 - st.moe_share) * act_layer_dense + st.moe_share * act_layer_moe
+    inflight = fmin(pp, st.microbatches)
+    interleave = where(lay.vpp > 1, 1.0 + (pp - 1) / (pp * lay.vpp), 1.0)
+    working = where(lay.recompute == RECOMPUTE_CODES["full"],
+                       activation_bytes_per_layer(model, s, lay.mbs, lay.tp, lay.cp, lay.sp,
+                                                  RECOMPUTE_CODES["none"], flash, fp8=fp8), 0.0)
+    act1 = act_layer * lps * inflight * interleave + working
+    act2 = act_layer * lps + working  # last stage: one micro-batch in flight
+    sbl = s / cp * lay.mbs
+    logits = 2 * ACT_BYTES * sbl * model.hidden * (1.0 + model.vocab / model.hidden) / tp
+    logits1 = where(pp == 1, logits, 0.0)
+    reserved = params.memory_reserved_gib * GIB
+    tot1 = w1 + g1 + o1 + act1 * (1 + params.memory_fragmentation) + logits1 + reserved
+    tot2 = w2 + g2 + o2 + act2 * (1 + params.memory_fragmentation) + logits + reserved
+    first = tot1 >= tot2
+
+    def pick(a1, a2):
+        return where(first, a1, a2)
+
+    act = pick(act1, act2)
+    return {
+        "weights": pick(w1, w2), "gradients": pick(g1, g2), "optimizer": pick(o1, o2), "activations": act,
+        "logits": pick(logits1, logits), "reserved": reserved,
+        "fragmentation": act * params.memory_fragmentation, "total": fmax(tot1, tot2),
+    }
+
+
+@dataclass
+class MemoryResult:
+    """Memory of one layout on its busiest GPU."""
+
+    total_gib: float
+    capacity_gib: float
+    fits: bool
+    largest_term: str
+    breakdown: dict[str, float] = field(default_factory=dict)
+    """Bytes by term, GiB."""
+
+    @property
+    def reason(self) -> str | None:
+        """Why the layout does not fit, naming the largest term (None when it fits)."""
+        if self.fits:
+            return None
+        return (f"out of memory: needs {self.total_gib:.1f} GiB per GPU > {self.capacity_gib:.1f} GiB HBM; "
+                f"largest term {self.largest_term} {self.breakdown[self.largest_term]:.1f} GiB")
+
+    def to_dict(self) -> dict:
+        return {"total_gib": self.total_gib, "capacity_gib": self.capacity_gib, "fits": self.fits,
+                "largest_term": self.largest_term, "reason": self.reason, "breakdown_gib": self.breakdown}
+
+
+def memory_result(arrays: dict[str, np.ndarray], i: int, hbm_bytes: float) -> MemoryResult:
+    """The MemoryResult of layout ``i`` of :func:`memory_arrays` output."""
+    bd = {k: scalar(arrays[k], i) / GIB for k in TERMS}
+    total = scalar(arrays["total"], i)
+    largest = max(bd, key=lambda k: bd[k])
+    return MemoryResult(total_gib=total / GIB, capacity_gib=hbm_bytes / GIB, fits=total <= hbm_bytes,
+                        largest_term=largest, breakdown=bd)
+
+
+def checkpoint_bytes(model: ModelSpec) -> float:
+    """Bytes of a full training checkpoint: 16-bit weights + fp32 master weights and Adam moments
+    (14 B/param, the BLOOM checkpoint convention)."""
+    return float(param_counts(model).total * CHECKPOINT_BYTES_PER_PARAM)

@@ -1,0 +1,108 @@
+"""Named efficiency parameters of the training model (``TrainParams``).
+
+Every number that is not a count or a definition lives here, with a documented default derived from
+public measurements (and refined against the calibration set of docs/train.md). A
+``Calibration(train={...})`` overrides fields by name; unknown names raise ``SpecError`` with the
+nearest valid name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+from clustertwin.errors import SpecError, did_you_mean
+from clustertwin.specs.calibration import Calibration
+
+
+@dataclass(frozen=True)
+class TrainParams:
+    """Efficiency, overhead and overlap parameters of the step-time and memory models."""
+
+    gemm_efficiency: float = 0.93
+    """Fraction of the dense tensor peak at which the tensor cores issue in a large GEMM, before the
+    tile traffic (``gemm_tile_bytes_per_flop``) and the shape roll-offs; together they put large 16-bit
+    GEMMs at ~0.78 of peak on A100 and ~0.68 on H100 (cuBLAS measurements: 0.8-0.9 and 0.7-0.75)."""
+    fp8_gemm_efficiency_ratio: float = 1.0
+    """FP8 GEMM efficiency relative to 16-bit at equal shape: cuBLAS reaches about the same fraction
+    of the doubled FP8 peak as of the BF16 peak on H100 (~1,400 of 1,979 vs ~730 of 989 TFLOP/s); the
+    end-to-end FP8 gain (1.3-1.5x) comes from the non-GEMM work the model adds separately."""
+    gemm_k_half: float = 150.0
+    """Reduction depth k at which a GEMM's efficiency halves (tile prologue/epilogue amortised over
+    k): efficiency x k / (k + gemm_k_half). Batched attention GEMMs of depth head_dim = 64 run at ~30%."""
+    gemm_tiles_half: float = 22.0
+    """Output tiles (128 x 128) at which a GEMM reaches half its large-GEMM efficiency: a GPU runs about
+    one tile per SM per wave (108 on A100, 132 on H100), so small outputs leave SMs idle; split-K and
+    stream-K kernels recover part of it. Efficiency x tiles / (tiles + gemm_tiles_half)."""
+    gemm_tile_bytes_per_flop: float = 1.2e-3
+    """HBM bytes a tiled GEMM moves per FLOP (16-bit operands): a 256 x 128 tile re-reads 0.0117 B/FLOP
+    from L2; with ~90% L2 hits 1.2e-3 B/FLOP reach HBM. The GEMM time adds this traffic at HBM speed, so
+    GPUs with a higher FLOP-to-bandwidth ratio (H100: 295 FLOP/B vs A100: 153) sustain a smaller fraction
+    of their peak."""
+    kernel_latency_s: float = 4e-6
+    """Fixed GPU time per kernel (launch ramp and wave tail), seconds."""
+    hbm_efficiency: float = 0.87
+    """Fraction of peak HBM bandwidth reached by streaming element-wise kernels (norms, activations,
+    dropout, softmax, optimizer); STREAM-like copies reach 85-92% on A100/H100."""
+    attention_efficiency: float = 0.25
+    """Fraction of the 16-bit peak reached by fused (flash) attention kernels over forward and
+    backward on the Transformer-Engine stack (FlashAttention-2 class kernels on H100: ~35% forward, less
+    backward; Shah et al. 2024 report FlashAttention-3 at 60-75%)."""
+    te_stack_min_year: float = 2022.0
+    """GPUs released in or after this year are modelled with the software stack their published runs use
+    (Megatron-Core + Transformer Engine: fused flash attention, TP communication overlapped with GEMMs
+    at ``tp_comm_overlap``); older GPUs with the Megatron-LM / Megatron-DeepSpeed stack of their runs
+    (unfused attention over materialised s x s scores with fused scale-mask-softmax and dropout, no TP
+    overlap). 0: always the Transformer-Engine stack."""
+    kernel_host_overhead_s: float = 45e-6
+    """Host (Python/framework/launch) time per GPU kernel, seconds. The GPU idles when a layer's kernels
+    run shorter than their dispatch: layer time = max(host time, GPU time). vTrain's Megatron-DeepSpeed
+    runs show a floor of ~3.5 ms per layer and micro-batch (~80 kernels with full recompute)."""
+    tp_comm_overlap: float = 0.6
+    """Fraction of tensor-parallel communication hidden behind GEMMs (Transformer Engine userbuffer
+    overlap; applies to the Transformer-Engine stack, see ``te_stack_min_year``)."""
+    dp_overlap: float = 0.75
+    """Fraction of the data-parallel gradient reduction that can overlap the last backward pass
+    (bucketed reduction during backward; the last buckets and the parameter all-gather stay exposed)."""
+    zero3_overlap: float = 0.9
+    """Fraction of ZeRO-3/FSDP parameter gathers hidden by prefetching behind compute."""
+    cp_overlap: float = 0.8
+    """Fraction of ring-attention KV exchange hidden behind attention compute."""
+    ep_overlap: float = 0.0
+    """Fraction of MoE all-to-all dispatch/combine hidden behind expert compute."""
+    pp_overlap: float = 0.5
+    """Fraction of pipeline send/recv hidden behind compute of the other micro-batches."""
+    straggler_per_doubling: float = 0.008
+    """Step-time growth per doubling of the node count (stragglers, jitter, load imbalance): 0.8% per
+    doubling, ~6% at 128 nodes."""
+    memory_reserved_gib: float = 3.0
+    """Per-GPU memory the framework holds besides the model: CUDA context (~0.5 GiB), NCCL channel
+    buffers and cuBLAS/cuDNN workspaces (~2.5 GiB), GiB."""
+    memory_fragmentation: float = 0.05
+    """Caching-allocator fragmentation as a fraction of activation memory (PyTorch expandable segments
+    keep it to a few per cent)."""
+
+    @classmethod
+    def names(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+    def with_overrides(self, overrides: dict[str, float] | None) -> TrainParams:
+        """A copy with fields replaced; unknown names raise SpecError naming the nearest field."""
+        if not overrides:
+            return self
+        valid = self.names()
+        for k in overrides:
+            if k not in valid:
+                raise SpecError(f"unknown training parameter '{k}'{did_you_mean(k, valid)}",
+                                path=("train", k))
+        return replace(self, **{k: float(v) for k, v in overrides.items()})
+
+
+DEFAULT_PARAMS = TrainParams()
+
+
+def resolve_params(params: TrainParams | None = None, calibration: Calibration | None = None) -> TrainParams:
+    """Parameters to use: ``params`` (or defaults) with ``calibration.train`` overrides applied."""
+    base = params or DEFAULT_PARAMS
+    if calibration is not None:
+        base = base.with_overrides(calibration.train)
+    return base

@@ -1,0 +1,172 @@
+"""Layout search (``train search``): every valid combination of tp, pp, dp, cp, ep, vpp, micro-batch,
+recompute and ZeRO stage for a GPU count and global batch, evaluated in one vectorised pass and ranked
+by throughput among the layouts that fit in memory.
+
+Candidates: power-of-two tp (inside a node, dividing the heads), pp and cp, dp = GPUs / (tp pp cp)
+(any integer), ep dividing the experts and dp x cp, vpp in :data:`VPP_CHOICES` (interleaving needs
+layers divisible by pp x vpp, so any small integer), micro-batches in
+:data:`MICRO_BATCH_CHOICES`, recompute none/selective/full, ZeRO 0-3; sequence parallelism is on
+whenever tp > 1 (it saves memory at equal communication volume) unless the caller fixes it; context
+parallelism only on the Transformer-Engine stack (ring attention needs fused attention kernels). Fields the
+caller fixes (``fixed``) are never changed. Rejected layouts are counted by rule
+(:mod:`clustertwin.train.rules`) and, for out-of-memory ones, by their largest memory term.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from clustertwin.errors import SpecError
+from clustertwin.specs.calibration import Calibration
+from clustertwin.specs.cluster import ClusterSpec
+from clustertwin.specs.model import ModelSpec
+from clustertwin.train.estimate import TrainEstimate, from_arrays
+from clustertwin.train.layout import RECOMPUTE_CODES, Layouts
+from clustertwin.train.memory import TERMS
+from clustertwin.train.params import TrainParams, resolve_params
+from clustertwin.train.rules import MESSAGES, RULES, violations
+from clustertwin.train.step import evaluate_layouts, hardware
+
+MICRO_BATCH_CHOICES = (1, 2, 4, 8, 16)
+VPP_CHOICES = (1, 2, 3, 4, 5, 6, 7, 8)
+CP_MAX = 16
+ZERO_CHOICES = (0, 1, 2, 3)
+#: search fields -> ParallelismSpec field names
+SPEC_FIELDS = {"tp": "tp", "pp": "pp", "dp": "dp", "cp": "cp", "ep": "ep", "vpp": "vpp", "mbs": "micro_batch",
+               "recompute": "recompute", "zero": "zero", "sp": "sequence_parallel"}
+
+
+def _pow2_upto(n: int) -> list[int]:
+    return [1 << i for i in range(max(int(n), 1).bit_length()) if (1 << i) <= n]
+
+
+@dataclass
+class SearchResult:
+    """Ranked layouts and why the others were rejected."""
+
+    gpus: int
+    global_batch: int
+    seq_len: int
+    precision: str
+    evaluated: int
+    valid: int
+    fitting: int
+    top: list[TrainEstimate] = field(default_factory=list)
+    rejected: dict[str, int] = field(default_factory=dict)
+    """Rejection class (rule message, or 'out of memory: <largest term>') -> layouts."""
+    fastest_oom: TrainEstimate | None = None
+    """The fastest valid layout that does not fit (what more memory would buy)."""
+
+    @property
+    def best(self) -> TrainEstimate | None:
+        return self.top[0] if self.top else None
+
+    def to_dict(self) -> dict[str, Any]:
+        best = self.best
+        d: dict[str, Any] = {
+            "gpus": self.gpus, "global_batch": self.global_batch, "seq_len": self.seq_len,
+            "precision": self.precision, "evaluated": self.evaluated, "valid": self.valid,
+            "fitting": self.fitting, "rejected": self.rejected,
+            "layouts": [e.to_dict() for e in self.top],
+        }
+        if best is not None:
+            d.update({k: v for k, v in best.to_dict().items() if k in (
+                "step_time_s", "mfu", "hfu", "tokens_per_s", "model_tflops_per_gpu", "hardware_tflops_per_gpu",
+                "memory_gib_per_gpu", "layout", "breakdown")})
+        return d
+
+
+def candidates(model: ModelSpec, gpus: int, global_batch: int, gpus_per_node: int,
+               fixed: dict[str, Any] | None = None, seq_len: int | None = None) -> Layouts:
+    """All combinations of the search grid for ``gpus`` (before validity rules), honouring ``fixed``
+    (keys: ParallelismSpec field names)."""
+    fx = dict(fixed or {})
+    s = seq_len or model.seq_len
+
+    def choice(name: str, default: list[int]) -> list[int]:
+        spec_name = SPEC_FIELDS[name]
+        if spec_name in fx:
+            v = fx[spec_name]
+            if name == "recompute":
+                return [RECOMPUTE_CODES[str(v)]]
+            return [int(v)]
+        return default
+
+    tps = choice("tp", [t for t in _pow2_upto(min(gpus_per_node, gpus)) if model.heads % t == 0])
+    pps = choice("pp", _pow2_upto(min(model.layers, gpus)))
+    cps = choice("cp", [c for c in _pow2_upto(min(CP_MAX, gpus)) if c == 1 or s % (2 * c) == 0])
+    experts = model.moe.experts if model.moe else 1
+    eps = choice("ep", [e for e in _pow2_upto(min(experts, gpus)) if experts % e == 0])
+    vpps = choice("vpp", list(VPP_CHOICES))
+    mbss = choice("mbs", [b for b in MICRO_BATCH_CHOICES if b <= global_batch])
+    rcs = choice("recompute", list(RECOMPUTE_CODES.values()))
+    zs = choice("zero", list(ZERO_CHOICES))
+    rows = []
+    for tp, pp, cp in itertools.product(tps, pps, cps):
+        if gpus % (tp * pp * cp):
+            continue
+        dp = gpus // (tp * pp * cp)
+        if "dp" in fx and int(fx["dp"]) != dp:
+            continue
+        sps = [int(bool(fx["sequence_parallel"]))] if "sequence_parallel" in fx else [int(tp > 1)]
+        for ep, vpp, mbs, rc, z, sp in itertools.product(eps, vpps, mbss, rcs, zs, sps):
+            rows.append((tp, pp, dp, cp, ep, vpp, mbs, rc, z, sp))
+    if not rows:
+        raise SpecError(f"no layout of tp x pp x dp x cp matches {gpus} GPUs with the fixed fields "
+                        f"{ {k: v for k, v in fx.items() if k in ('tp', 'pp', 'dp', 'cp')} }")
+    a = np.array(rows, dtype=np.int64)
+    return Layouts(*(a[:, i] for i in range(a.shape[1])))
+
+
+def search(model: ModelSpec, cluster: ClusterSpec, *, global_batch: int, gpus: int | None = None,
+           precision: str = "bf16", seq_len: int | None = None, fixed: dict[str, Any] | None = None,
+           top: int = 10, params: TrainParams | None = None, calibration: Calibration | None = None) -> SearchResult:
+    """Rank every valid layout for ``gpus`` GPUs (default: the whole cluster) by tokens/s among those
+    that fit; count the rejected ones by reason."""
+    prm = resolve_params(params, calibration)
+    s = seq_len or model.seq_len
+    n = gpus or cluster.total_gpus
+    if n > cluster.total_gpus:
+        raise SpecError(f"gpus={n} exceeds the cluster's {cluster.total_gpus} GPUs", path=("gpus",))
+    hw = hardware(cluster, precision, prm)
+    fx = dict(fixed or {})
+    if not hw.flash and "cp" not in fx:
+        fx["cp"] = 1  # ring attention (context parallelism) runs on fused attention kernels only
+    lay = candidates(model, n, global_batch, cluster.node.gpus, fx, s)
+    viol = violations(model, lay, global_batch, cluster.node.gpus, s)
+    bad = np.zeros(len(lay), dtype=bool)
+    rejected: Counter[str] = Counter()
+    for name in RULES:
+        mask = np.asarray(viol[name], dtype=bool) & ~bad
+        if mask.any():
+            rejected[MESSAGES[name]] += int(mask.sum())
+        bad |= np.asarray(viol[name], dtype=bool)
+    ok = np.flatnonzero(~bad)
+    res = SearchResult(gpus=n, global_batch=global_batch, seq_len=s, precision=precision, evaluated=len(lay),
+                       valid=len(ok), fitting=0)
+    if len(ok) == 0:
+        res.rejected = dict(rejected)
+        return res
+    valid = lay.take(ok)
+    out = evaluate_layouts(model, cluster, valid, global_batch, precision, prm, s, calibration)
+    fits = out["fits"]
+    res.fitting = int(fits.sum())
+    oom = np.flatnonzero(~fits)
+    if len(oom):
+        terms = np.stack([np.broadcast_to(out[f"mem_{k}"], fits.shape)[oom] for k in TERMS])
+        for k, c in zip(*np.unique(terms.argmax(axis=0), return_counts=True), strict=True):
+            rejected[f"out of memory (largest term: {TERMS[int(k)]})"] += int(c)
+        j = oom[np.argmax(out["tokens_per_s"][oom])]
+        res.fastest_oom = from_arrays(out, valid, int(j), global_batch=global_batch, seq_len=s,
+                                      precision=precision, hbm_bytes=hw.hbm_bytes, model=model)
+    res.rejected = dict(rejected)
+    fit_idx = np.flatnonzero(fits)
+    order = fit_idx[np.argsort(-out["tokens_per_s"][fit_idx], kind="stable")][:max(top, 1)]
+    res.top = [from_arrays(out, valid, int(i), global_batch=global_batch, seq_len=s, precision=precision,
+                           hbm_bytes=hw.hbm_bytes, model=model) for i in order]
+    return res

@@ -1,0 +1,139 @@
+"""Evaluators of the validation kinds ``train`` and ``train_run`` (see validation/README.md).
+
+* ``train``: model, cluster (``{node, nodes}``) or ``node`` + ``gpus``, parallelism. Parallelism fields
+  the case leaves out are chosen by :func:`~clustertwin.train.search.search` (the best predicted layout
+  that fits); fields it gives are never changed. When tp, pp and dp are given, tp x pp x dp x cp is the
+  GPU count; a missing global batch is one sequence per GPU.
+* ``train_run``: model, cluster, optional parallelism, ``tokens``. Without a GPU count (no ``nodes``,
+  ``gpus`` or full tp/pp/dp) the run is evaluated with the best layout search finds on
+  :data:`DEFAULT_RUN_GPUS` GPUs of the case's node.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from clustertwin.errors import SpecError
+from clustertwin.specs import ClusterSpec, ModelSpec, ParallelismSpec, build, load
+from clustertwin.train.estimate import TrainEstimate, estimate
+from clustertwin.train.params import TrainParams
+from clustertwin.train.scale import time_to_train
+from clustertwin.train.search import SPEC_FIELDS, search
+
+#: GPUs a train_run case without a GPU count is evaluated on
+DEFAULT_RUN_GPUS = 1024
+#: sequences per GPU of the default global batch (cases that do not state one)
+DEFAULT_SEQUENCES_PER_GPU = 1
+#: layout fields the search varies; a case giving all of them is estimated directly
+SEARCH_FIELDS = frozenset(SPEC_FIELDS.values())
+
+_CLUSTERS: dict[str, ClusterSpec] = {}
+_MODELS: dict[str, ModelSpec] = {}
+
+
+def _model(case: dict) -> ModelSpec:
+    raw = case.get("model")
+    if raw is None:
+        raise SpecError("required field missing", path=("model",))
+    key = json.dumps(raw, sort_keys=True, default=str)
+    if key not in _MODELS:
+        _MODELS[key] = load(ModelSpec, raw, kind="model")
+    return _MODELS[key]
+
+
+def _cluster(case: dict, min_gpus: int | None = None) -> tuple[ClusterSpec, int | None]:
+    """The case's cluster and its declared GPU count (None when the case states none)."""
+    raw = case.get("cluster")
+    gpus: int | None = None
+    if raw is None:
+        node = case.get("node")
+        if node is None:
+            raise SpecError("a case needs 'cluster' or 'node'", path=("cluster",))
+        raw = {"node": node}
+        gpus = case.get("gpus")
+    elif isinstance(raw, str):
+        raw = {"preset": raw}
+    raw = dict(raw)
+    declared_nodes = "nodes" in raw or "gpus" in raw or "preset" in raw
+    key = json.dumps([raw, gpus, min_gpus], sort_keys=True, default=str)
+    if key in _CLUSTERS:
+        c = _CLUSTERS[key]
+        return c, gpus or (c.total_gpus if declared_nodes else None)
+    c = load(ClusterSpec, raw, kind="cluster")
+    want = gpus or (None if declared_nodes else min_gpus)
+    if want and not declared_nodes:
+        c = c.model_copy(update={"nodes": max(1, math.ceil(want / c.node.gpus))})
+    _CLUSTERS[key] = c
+    return c, gpus or (c.total_gpus if declared_nodes else None)
+
+
+def _parallelism(case: dict, gpus: int | None = None) -> ParallelismSpec:
+    """The case's parallelism; a missing global batch defaults to one sequence per GPU
+    (:data:`DEFAULT_SEQUENCES_PER_GPU`), the weak-scaling setting of the Megatron papers."""
+    raw = dict(case.get("parallelism") or {})
+    if "global_batch" not in raw and gpus:
+        raw["global_batch"] = gpus * DEFAULT_SEQUENCES_PER_GPU
+    return build(ParallelismSpec, raw, prefix=("parallelism",))
+
+
+def _layout_gpus(case: dict) -> int | None:
+    """tp x pp x dp x cp when the case gives tp, pp and dp."""
+    raw = case.get("parallelism") or {}
+    if not isinstance(raw, dict) or not {"tp", "pp", "dp"} <= set(raw):
+        return None
+    try:
+        return int(raw["tp"]) * int(raw["pp"]) * int(raw["dp"]) * int(raw.get("cp", 1))
+    except (TypeError, ValueError):
+        return None
+
+
+def predict(model: ModelSpec, cluster: ClusterSpec, par: ParallelismSpec, gpus: int,
+            params: TrainParams | None = None) -> TrainEstimate:
+    """Estimate the given layout, completing the fields it leaves out with the best fitting layout."""
+    given = par.model_fields_set
+    if given >= SEARCH_FIELDS:
+        if par.gpus != gpus:
+            raise SpecError(f"tp x pp x dp x cp = {par.gpus} but the case has {gpus} GPUs", path=("parallelism",))
+        return estimate(model, cluster, par, params=params)
+    fixed = {k: getattr(par, k) for k in given if k in SEARCH_FIELDS}
+    res = search(model, cluster, global_batch=par.global_batch, gpus=gpus, precision=par.precision,
+                 fixed=fixed, top=1, params=params)
+    if res.best is None:
+        why = "; ".join(f"{k}: {v}" for k, v in res.rejected.items()) or "no candidates"
+        raise SpecError(f"no layout fits on {gpus} GPUs with the given fields ({why})", path=("parallelism",))
+    return res.best
+
+
+def _prediction(e: TrainEstimate) -> dict[str, Any]:
+    return {"step_time_s": e.step_time_s, "mfu": e.mfu, "hfu": e.hfu, "tokens_per_s": e.tokens_per_s,
+            "model_tflops_per_gpu": e.model_tflops_per_gpu, "hardware_tflops_per_gpu": e.hardware_tflops_per_gpu,
+            "memory_gib_per_gpu": e.memory_gib_per_gpu, "fits": e.fits, "gpus": e.gpus, "layout": e.layout}
+
+
+def evaluate(case: dict) -> dict[str, Any]:
+    """Predicted measured keys of a ``train`` case (plus ``layout``)."""
+    model = _model(case)
+    lg = _layout_gpus(case)
+    cluster, gpus = _cluster(case, lg)
+    gpus = lg or gpus or cluster.total_gpus
+    par = _parallelism(case, gpus)
+    return _prediction(predict(model, cluster, par, gpus))
+
+
+def evaluate_run(case: dict) -> dict[str, Any]:
+    """Predicted ``gpu_hours`` and ``days`` of a ``train_run`` case."""
+    model = _model(case)
+    tokens = case.get("tokens")
+    if not tokens:
+        raise SpecError("required field missing", path=("tokens",))
+    lg = _layout_gpus(case)
+    cluster, gpus = _cluster(case, lg or DEFAULT_RUN_GPUS)
+    gpus = lg or gpus or DEFAULT_RUN_GPUS
+    par = _parallelism(case, gpus)
+    e = predict(model, cluster, par, gpus)
+    ttt = time_to_train(e, float(tokens), cluster)
+    out = _prediction(e)
+    out.update({"gpu_hours": ttt.gpu_hours, "days": ttt.days, "energy_mwh": ttt.energy_mwh})
+    return out

@@ -1,0 +1,115 @@
+"""Step time: breakdown consistency, pipeline bubble, communication terms, parameters and calibration."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from clustertwin import catalog, specs
+from clustertwin.errors import SpecError
+from clustertwin.specs import Calibration
+from clustertwin.train import TrainParams, estimate
+from clustertwin.train.layout import LAYOUT_FIELDS, Layouts
+from clustertwin.train.search import candidates
+from clustertwin.train.step import SCALAR_LOOP_MAX, evaluate_layouts
+
+
+@pytest.fixture(scope="module")
+def h100():
+    return catalog.get("cluster", "ref-1k-h100")
+
+
+@pytest.fixture(scope="module")
+def l70():
+    return catalog.get("model", "llama3-70b")
+
+
+def par(**kw) -> specs.ParallelismSpec:
+    base = dict(tp=8, pp=4, dp=32, micro_batch=1, global_batch=512, sequence_parallel=True, zero=1,
+                recompute="selective")
+    base.update(kw)
+    return specs.ParallelismSpec(**base)
+
+
+def test_breakdown_adds_up_and_keys_are_complete(h100, l70):
+    e = estimate(l70, h100, par())
+    assert sum(e.breakdown.values()) == pytest.approx(e.step_time_s, rel=1e-9)
+    d = e.to_dict()
+    for k in ("step_time_s", "mfu", "hfu", "tokens_per_s", "model_tflops_per_gpu", "hardware_tflops_per_gpu",
+              "memory_gib_per_gpu", "layout", "breakdown"):
+        assert k in d
+    assert 0.2 < e.mfu < 0.7
+    assert e.hfu >= e.mfu
+    assert e.tokens_per_s == pytest.approx(512 * l70.seq_len / e.step_time_s)
+
+
+def test_bubble_is_p_minus_1_over_m_v_of_the_pipelined_time(h100, l70):
+    for vpp in (1, 2):
+        e = estimate(l70, h100, par(pp=8, dp=16, vpp=vpp))
+        m = 512 // 16
+        steady = sum(v for k, v in e.breakdown.items()
+                     if k not in ("bubble", "imbalance", "dp_comm", "zero3_gather", "optimizer"))
+        assert e.breakdown["bubble"] / steady == pytest.approx(7 / (m * vpp), rel=1e-9)
+
+
+def test_scalar_and_vector_paths_agree(h100, l70):
+    lay = candidates(l70, 1024, 512, 8)
+    lay = lay.take(np.arange(0, len(lay), max(1, len(lay) // (SCALAR_LOOP_MAX * 4))))
+    vec = evaluate_layouts(l70, h100, lay, 512, "bf16", TrainParams())
+    for i in range(0, len(lay), 7):
+        one = Layouts(*(int(getattr(lay, f)[i]) for f in LAYOUT_FIELDS))
+        sc = evaluate_layouts(l70, h100, one, 512, "bf16", TrainParams())
+        for k in ("step_time_s", "mfu", "bd_tp_comm", "bd_dp_comm", "mem_total"):
+            assert float(sc[k]) == pytest.approx(float(np.asarray(vec[k])[i]), rel=1e-9), k
+
+
+def test_communication_terms_respond_to_layout(h100, l70):
+    e1 = estimate(l70, h100, par(tp=4, dp=64))
+    e8 = estimate(l70, h100, par(tp=8, dp=32))
+    assert e8.breakdown["tp_comm"] > e1.breakdown["tp_comm"]
+    z3 = estimate(l70, h100, par(zero=3))
+    assert z3.breakdown["zero3_gather"] >= 0 and z3.memory.breakdown["weights"] < e8.memory.breakdown["weights"]
+    cp = estimate(l70.model_copy(update={"seq_len": 32768}), h100, par(cp=2, dp=16, global_batch=128))
+    assert cp.breakdown["cp_comm"] > 0
+
+
+def test_straggler_term_grows_with_log_of_nodes(l70):
+    vals = []
+    for nodes in (16, 64):
+        c = specs.load(specs.ClusterSpec, {"node": "dgx-h100", "nodes": nodes})
+        e = estimate(l70, c, par(dp=nodes * 8 // 32, global_batch=nodes * 8))
+        vals.append(e.breakdown["imbalance"] / (e.step_time_s - e.breakdown["imbalance"]))
+    p = TrainParams().straggler_per_doubling
+    assert vals[1] > vals[0]
+    assert vals[1] - vals[0] == pytest.approx(p * math.log2(4), rel=0.2)
+
+
+def test_moe_layout_has_expert_all_to_all(h100):
+    m = catalog.get("model", "mixtral-8x7b").model_copy(update={"seq_len": 4096})
+    e = estimate(m, h100, par(tp=2, pp=4, dp=128, ep=8, global_batch=1024))
+    assert e.breakdown["ep_comm"] > 0 and e.mfu > 0.05
+
+
+def test_calibration_overrides_parameters(h100, l70):
+    base = estimate(l70, h100, par())
+    slow = estimate(l70, h100, par(), calibration=Calibration(train={"gemm_efficiency": 0.4}))
+    assert slow.step_time_s > 1.5 * base.step_time_s
+    with pytest.raises(SpecError, match="did you mean 'gemm_efficiency'"):
+        estimate(l70, h100, par(), calibration=Calibration(train={"gemm_eficiency": 0.4}))
+
+
+def test_invalid_layouts_raise_spec_errors(h100, l70):
+    with pytest.raises(SpecError, match="heads"):
+        estimate(l70, h100, par(tp=3, dp=1, pp=1, global_batch=4))
+    with pytest.raises(SpecError, match="GPUs"):
+        estimate(l70, h100, par(dp=64))
+    with pytest.raises(SpecError, match="tensor parallelism larger"):
+        estimate(l70, h100, par(tp=16, dp=16))
+
+
+def test_fp8_is_faster_than_bf16_but_not_twice(h100, l70):
+    bf = estimate(l70, h100, par())
+    f8 = estimate(l70, h100, par(precision="fp8"))
+    assert 1.1 < bf.step_time_s / f8.step_time_s < 2.0

@@ -1,0 +1,107 @@
+"""Accuracy against the shared calibration set (validation/README.md). Prints the computed figures.
+
+Targets (issue 4): Megatron + NeMo published runs median |rel err| <= 7% and max <= 20% over all
+measured keys; vTrain single-node runs mean |rel err| <= 15% and mean Spearman (groups of the same
+model, GPU count and global batch with >= 6 layouts) >= 0.9; Llama 2 GPU-hours within 20%.
+"""
+
+from __future__ import annotations
+
+import collections
+import statistics
+
+import pytest
+import yaml
+from scipy.stats import spearmanr
+
+from clustertwin import validate
+from tests.conftest import VALIDATION, need_shared
+
+try:  # the C loader reads the 1,440-case file ~7x faster
+    _Loader = yaml.CSafeLoader
+except AttributeError:  # pragma: no cover
+    _Loader = yaml.SafeLoader
+
+
+def _cases(name: str) -> list[dict]:
+    path = need_shared(VALIDATION / name)
+    with open(path, encoding="utf-8") as f:
+        return yaml.load(f, Loader=_Loader)["cases"]
+
+
+def _errors(cases: list[dict]) -> tuple[list[float], list[validate.CaseResult]]:
+    results = [validate.evaluate_case(c) for c in cases]
+    failed = [(r.id, r.error) for r in results if r.error]
+    assert not failed, failed
+    return [abs(e) for r in results for e in r.rel_error.values()], results
+
+
+def test_published_large_scale_runs():
+    cases = _cases("train_megatron.yaml") + _cases("train_nemo.yaml")
+    errs, results = _errors(cases)
+    for r in results:
+        for k, e in r.rel_error.items():
+            print(f"{r.id:38s} {k:24s} measured {r.measured[k]:>10.4g} predicted {r.predicted[k]:>10.4g} {e:+.1%}")
+    med, mx = statistics.median(errs), max(errs)
+    print(f"\nMegatron + NeMo: {len(errs)} values, median |rel err| {med:.1%}, max {mx:.1%}")
+    assert med <= 0.07
+    assert mx <= 0.20
+
+
+def test_vtrain_single_node_error_and_ranking():
+    cases = _cases("train_vtrain_single.yaml")
+    errs, results = _errors(cases)
+    groups: dict[tuple, list[tuple[float, float]]] = collections.defaultdict(list)
+    for c, r in zip(cases, results, strict=True):
+        key = (c["model"]["name"], c["gpus"], c["parallelism"]["global_batch"])
+        groups[key].append((r.measured["step_time_s"], r.predicted["step_time_s"]))
+    rhos = [spearmanr([m for m, _ in g], [p for _, p in g]).statistic for g in groups.values() if len(g) >= 6]
+    mean_err, mean_rho = statistics.fmean(errs), statistics.fmean(rhos)
+    print(f"\nvTrain: {len(errs)} cases, mean |rel err| {mean_err:.1%}, median {statistics.median(errs):.1%}, "
+          f"max {max(errs):.1%}; Spearman over {len(rhos)} groups: mean {mean_rho:.3f}, min {min(rhos):.3f}")
+    assert len(rhos) == 88
+    assert mean_err <= 0.15
+    assert mean_rho >= 0.9
+
+
+def test_llama2_gpu_hours():
+    errs, results = _errors(_cases("train_runs.yaml"))
+    for r in results:
+        print(f"{r.id:24s} measured {r.measured['gpu_hours']:>12,.0f} predicted {r.predicted['gpu_hours']:>12,.0f} "
+              f"{r.rel_error['gpu_hours']:+.1%} layout {r.predicted['layout']}")
+    assert max(errs) <= 0.20
+
+
+@pytest.mark.parametrize("kind", ["train", "train_run"])
+def test_validate_cli_reports_kinds(cli, kind):
+    name = "train_runs.yaml" if kind == "train_run" else "train_nemo.yaml"
+    path = need_shared(VALIDATION / name)
+    r = cli("validate", str(path), "--json")
+    assert r.code == 0, r.stderr
+    import json
+
+    out = json.loads(r.stdout)
+    assert out["summary"]["by_kind"][kind]["failed"] == 0
+    assert all("layout" in c["predicted"] for c in out["cases"])
+
+
+def test_case_shapes_are_understood():
+    from clustertwin.train.validation import evaluate, evaluate_run
+
+    # cluster preset, partial layout: the search fills the rest and keeps what is given
+    p = evaluate({"model": "llama3-8b", "cluster": "ref-1k-h100",
+                  "parallelism": {"tp": 2, "global_batch": 1024, "precision": "bf16"}})
+    assert p["layout"]["tp"] == 2 and p["gpus"] == 1024 and p["fits"]
+    # node + gpus, full layout on part of a node
+    p = evaluate({"model": {"layers": 12, "hidden": 1024, "heads": 16, "seq_len": 1024}, "node": "dgx-a100-80gb",
+                  "gpus": 4, "parallelism": {"tp": 2, "pp": 1, "dp": 2, "micro_batch": 2, "global_batch": 8,
+                                             "recompute": "full", "precision": "fp16"}})
+    assert p["gpus"] == 4 and p["step_time_s"] > 0
+    # a layout using fewer GPUs than the cluster runs on tp x pp x dp x cp GPUs
+    p = evaluate({"model": "llama3-8b", "cluster": {"node": "dgx-h100", "nodes": 4},
+                  "parallelism": {"tp": 1, "pp": 1, "dp": 16, "global_batch": 128}})
+    assert p["gpus"] == 16
+    # a run with an explicit node count
+    r = evaluate_run({"model": "llama2-7b", "cluster": {"node": "dgx-a100-80gb", "nodes": 64}, "tokens": 1e12,
+                      "parallelism": {"global_batch": 1024, "precision": "bf16"}})
+    assert r["gpus"] == 512 and r["gpu_hours"] > 0 and r["days"] > 0
