@@ -1,0 +1,401 @@
+"""What a deployment needs beyond the specs: the job options, the twin's prediction for the header, and
+the job plan (hosts, processes per host, layout) that the Slurm and Kubernetes renderers share.
+
+Everything here is a pure function of typed specs. User strings are validated or sanitised here once;
+the renderers quote them again for their target (``shlex.quote`` for shell, ``yaml.safe_dump`` for YAML).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from clustertwin.errors import SpecError
+from clustertwin.specs.base import PositiveInt, Spec
+from clustertwin.specs.cluster import ClusterSpec
+from clustertwin.specs.model import ModelSpec
+from clustertwin.specs.parallelism import ParallelismSpec
+from clustertwin.units import DAY_S, HOUR_S, MINUTE_S
+
+MAX_GPUS_PER_HOST = 8
+"""GPUs one server (one OS image, one Slurm node) holds in the catalog's designs. Nodes with more GPUs are
+rack-scale NVLink domains (GB200 NVL72: 18 compute trays of 4 GPUs) and need ``gpus_per_host``."""
+DEFAULT_RDZV_PORT = 29500
+"""torchrun's conventional c10d rendezvous port."""
+DEFAULT_PREEMPT_LEAD_S = 300
+"""Seconds before the time limit (or preemption) at which Slurm signals the job to checkpoint."""
+DEFAULT_PREEMPT_GRACE_S = 240
+"""Seconds the training processes get to checkpoint after the signal before the job step is terminated."""
+CHINCHILLA_TOKENS_PER_PARAM = 20
+"""Compute-optimal training tokens per parameter (Hoffmann et al. 2022), the default token budget of the
+time-to-train line when none is given."""
+K8S_NAME_MAX = 40
+"""Longest Kubernetes object name we emit: JobSet pod hostnames are ``<name>-<rjob>-<i>-<j>``, which must
+fit a 63-character DNS label."""
+SLURM_JOB_NAME_MAX = 64
+"""Longest Slurm job name we emit (longer names are legal but truncated by squeue's default columns)."""
+
+LayoutFlags = Literal["megatron", "torchtitan", "none"]
+Device = Literal["gpu", "cpu"]
+
+_SLURM_WORD = re.compile(r"^[A-Za-z0-9_.+-]+(,[A-Za-z0-9_.+-]+)*$")
+_SLURM_TIME = re.compile(r"^(\d+-\d{1,2}(:\d{2}){0,2}|\d+(:\d{2}){0,2})$")
+_SAFE_PATH = re.compile(r"^[A-Za-z0-9_./%-]+$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_K8S_RESOURCE = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
+
+
+def comment_safe(text: object) -> str:
+    """``text`` on one line for a ``#`` comment (shell) or a header: control characters become spaces."""
+    return _CONTROL.sub(" ", str(text)).rstrip()
+
+
+def slurm_time_s(text: str) -> int:
+    """Seconds of a Slurm time limit: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS."""
+    days = 0
+    if "-" in text:
+        d, text = text.split("-", 1)
+        days = int(d)
+        parts = [int(x) for x in text.split(":")] + [0] * (3 - len(text.split(":")))
+        h, m, sec = parts
+    else:
+        nums = [int(x) for x in text.split(":")]
+        h, m, sec = {1: (0, nums[0], 0), 2: (0, *nums), 3: tuple(nums)}[len(nums)]  # type: ignore[assignment]
+    return int(days * DAY_S + h * HOUR_S + m * MINUTE_S + sec)
+
+
+def human_count(n: float) -> str:
+    """``1.41e12 -> '1.41T'`` (decimal K, M, B, T)."""
+    for unit, size in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(n) >= size:
+            return f"{n / size:.3g}{unit}"
+    return f"{n:.3g}"
+
+
+def slurm_job_name(name: str) -> str:
+    """A job name safe inside an ``#SBATCH`` directive: letters, digits, ``_ . -`` (others become ``-``)."""
+    out = re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-.")[:SLURM_JOB_NAME_MAX]
+    return out or "train"
+
+
+def k8s_name(name: str) -> str:
+    """A DNS-1123 label from ``name`` (lower-case, ``a-z0-9-``, at most :data:`K8S_NAME_MAX` characters)."""
+    out = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")[:K8S_NAME_MAX].strip("-")
+    return out or "train"
+
+
+class DeploySpec(Spec):
+    """How to run the training job: launcher script, names, limits, paths, fabric details the catalog
+    does not know (HCA names, interface names), and Kubernetes placement."""
+
+    script: str = "train.py"
+    """Training script that torchrun starts on every GPU (relative to the submit/working directory)."""
+    script_args: tuple[str, ...] = ()
+    """Extra arguments after the layout flags, passed through verbatim."""
+    job_name: str = "clustertwin-train"
+    """Job name (sanitised for #SBATCH and Kubernetes names; kept verbatim in a Kubernetes annotation)."""
+    flags: LayoutFlags = "megatron"
+    """Layout flags to pass the script: Megatron-LM, torchtitan, or none."""
+    device: Device = "gpu"
+    """gpu (NCCL) or cpu (gloo; no GPUs requested, for tests and dry runs)."""
+    cpu_procs_per_host: PositiveInt = 2
+    """Processes per host of a cpu job."""
+    nodes: PositiveInt | None = None
+    """Hosts to use; default: the layout's GPUs / GPUs per host."""
+    gpus_per_host: PositiveInt | None = None
+    """GPUs per server; default: the node's GPUs (required for rack-scale nodes such as GB200 NVL72)."""
+    time_limit: str = "24:00:00"
+    """Slurm time limit: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS."""
+    partition: str | None = None
+    """Slurm partition."""
+    account: str | None = None
+    """Slurm account."""
+    qos: str | None = None
+    """Slurm QOS."""
+    output: str = "%x-%j.out"
+    """Slurm output file pattern (its directory must exist at submission)."""
+    checkpoint_dir: str = "checkpoints"
+    """Checkpoint directory on the shared (parallel) file system; also the preemption flag's directory."""
+    rdzv_port: Annotated[int, Field(ge=1024, le=65535)] = DEFAULT_RDZV_PORT
+    """Rendezvous port on the head node."""
+    preempt_lead_s: Annotated[int, Field(ge=10)] = DEFAULT_PREEMPT_LEAD_S
+    """Signal the job this many seconds before its end to checkpoint and requeue."""
+    preempt_grace_s: Annotated[int, Field(ge=1)] = DEFAULT_PREEMPT_GRACE_S
+    """Seconds between the signal and terminating the job step, for the checkpoint to finish."""
+    ib_hca: str | None = None
+    """NCCL_IB_HCA value; default the node's compute NICs as ``=mlx5_0:1,...`` (check ``ibdev2netdev``)."""
+    socket_ifname: str | None = None
+    """NCCL_SOCKET_IFNAME value (bootstrap and, on plain Ethernet, data)."""
+    gid_index: Annotated[int, Field(ge=0, le=255)] | None = None
+    """NCCL_IB_GID_INDEX for RoCE (default 3: RoCEv2 over IPv4 on most hosts)."""
+    traffic_class: Annotated[int, Field(ge=0, le=255)] | None = None
+    """NCCL_IB_TC for RoCE (default 106: DSCP 26, ECN-capable, the lossless class of common PFC setups)."""
+    image: str = "nvcr.io/nvidia/pytorch:25.01-py3"
+    """Container image (Kubernetes)."""
+    namespace: str = "default"
+    """Kubernetes namespace."""
+    queue: str | None = None
+    """Kueue LocalQueue name (adds the kueue.x-k8s.io/queue-name label)."""
+    topology_label: str | None = None
+    """Node label naming a network block (e.g. one leaf switch group): pods prefer one such domain."""
+    rdma_resource: str = "rdma/rdma_shared_device_a"
+    """Extended resource that exposes /dev/infiniband to a pod (RDMA shared device plugin)."""
+    rdma_per_pod: PositiveInt = 1
+    """How many of ``rdma_resource`` each pod requests."""
+    host_network: bool = True
+    """Pods use the host network (RDMA without SR-IOV/Multus)."""
+    checkpoint_pvc: str | None = None
+    """PersistentVolumeClaim mounted at ``checkpoint_dir`` in the pods."""
+    tokens: Annotated[float, Field(gt=0)] | None = None
+    """Token budget of the time-to-train line; default 20 tokens per parameter."""
+
+    @field_validator("partition", "account", "qos")
+    @classmethod
+    def _slurm_word(cls, v: str | None) -> str | None:
+        if v is not None and not _SLURM_WORD.match(v):
+            raise ValueError(f"{v!r} is not a Slurm name (letters, digits, '_.+-', comma-separated)")
+        return v
+
+    @field_validator("time_limit")
+    @classmethod
+    def _time(cls, v: str) -> str:
+        if not _SLURM_TIME.match(v):
+            raise ValueError(f"{v!r} is not a Slurm time (MM, HH:MM:SS, D-HH:MM:SS)")
+        return v
+
+    @field_validator("output")
+    @classmethod
+    def _output(cls, v: str) -> str:
+        if not _SAFE_PATH.match(v):
+            raise ValueError(f"{v!r}: use letters, digits and '_./%-' in the output pattern")
+        return v
+
+    @field_validator("namespace", "checkpoint_pvc")
+    @classmethod
+    def _dns(cls, v: str | None) -> str | None:
+        if v is not None and not (_DNS_LABEL.match(v) and len(v) <= 63):
+            raise ValueError(f"{v!r} is not a Kubernetes name (lower-case letters, digits, '-')")
+        return v
+
+    @field_validator("queue")
+    @classmethod
+    def _queue(cls, v: str | None) -> str | None:
+        if v is not None and not (_DNS_LABEL.match(v) and len(v) <= 63):
+            raise ValueError(f"{v!r} is not a valid Kueue queue name (a label value)")
+        return v
+
+    @field_validator("topology_label")
+    @classmethod
+    def _label(cls, v: str | None) -> str | None:
+        if v is not None and not _LABEL_KEY.match(v):
+            raise ValueError(f"{v!r} is not a Kubernetes label key")
+        return v
+
+    @field_validator("rdma_resource")
+    @classmethod
+    def _resource(cls, v: str) -> str:
+        if not _K8S_RESOURCE.match(v):
+            raise ValueError(f"{v!r} is not a Kubernetes resource name")
+        return v
+
+    @field_validator("script", "checkpoint_dir", "image")
+    @classmethod
+    def _nonempty(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("must not be empty")
+        if v.startswith("-"):
+            raise ValueError(f"{v!r} must not start with '-' (it would read as an option)")
+        if "\x00" in v:
+            raise ValueError("must not contain NUL")
+        return v
+
+    @field_validator("script_args")
+    @classmethod
+    def _args(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        if any("\x00" in a for a in v):
+            raise ValueError("arguments must not contain NUL")
+        return v
+
+    @model_validator(mode="after")
+    def _grace(self) -> DeploySpec:
+        if self.preempt_grace_s >= self.preempt_lead_s:
+            raise ValueError(f"preempt_grace_s={self.preempt_grace_s} must be below "
+                             f"preempt_lead_s={self.preempt_lead_s}")
+        if self.preempt_lead_s >= slurm_time_s(self.time_limit):
+            raise ValueError(f"preempt_lead_s={self.preempt_lead_s} must be below the time limit "
+                             f"{self.time_limit} (the checkpoint signal would come at the start)")
+        return self
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """The twin's prediction for the header comment (from ``train.estimate``)."""
+
+    step_time_s: float
+    mfu: float
+    tokens_per_s: float
+    memory_gib_per_gpu: float
+    memory_capacity_gib: float
+    fits: bool
+    tokens: float
+    days: float
+    gpu_hours: float
+    source: str
+    """Where the layout came from: 'given layout' or 'train search: best of N fitting layouts'."""
+
+    def lines(self) -> list[str]:
+        """Header lines, plain text."""
+        fit = "fits" if self.fits else "DOES NOT FIT"
+        hours = self.days * DAY_S / HOUR_S
+        return [
+            f"predicted by the twin ({self.source}):",
+            f"  step time {self.step_time_s:.3f} s, MFU {self.mfu * 100:.1f}%, {self.tokens_per_s:,.0f} tokens/s",
+            f"  memory {self.memory_gib_per_gpu:.1f} GiB per GPU of {self.memory_capacity_gib:.1f} GiB ({fit})",
+            f"  time to train {human_count(self.tokens)} tokens: {self.days:.1f} days ({hours:,.0f} h), "
+            f"{self.gpu_hours:,.0f} GPU-hours",
+        ]
+
+
+def predict(model: ModelSpec, cluster: ClusterSpec, parallelism: ParallelismSpec, tokens: float | None = None,
+            source: str = "given layout") -> Prediction:
+    """Step time, memory and time-to-train of ``parallelism`` from the training model."""
+    from clustertwin.train.estimate import estimate
+    from clustertwin.train.flops import param_count
+    from clustertwin.train.scale import time_to_train
+
+    est = estimate(model, cluster, parallelism)
+    budget = tokens if tokens is not None else CHINCHILLA_TOKENS_PER_PARAM * param_count(model)
+    ttt = time_to_train(est, budget, cluster)
+    return Prediction(step_time_s=est.step_time_s, mfu=est.mfu, tokens_per_s=est.tokens_per_s,
+                      memory_gib_per_gpu=est.memory.total_gib, memory_capacity_gib=est.memory.capacity_gib,
+                      fits=est.fits, tokens=budget, days=ttt.days, gpu_hours=ttt.gpu_hours, source=source)
+
+
+def layout_from_search(model: ModelSpec, cluster: ClusterSpec, *, global_batch: int, gpus: int | None = None,
+                       precision: str = "bf16", fixed: dict | None = None) -> tuple[ParallelismSpec, str]:
+    """The fastest fitting layout of ``train search`` as a ParallelismSpec, and a line saying so."""
+    from clustertwin.train.search import search
+
+    res = search(model, cluster, global_batch=global_batch, gpus=gpus, precision=precision, fixed=fixed, top=1)
+    best = res.best
+    if best is None:
+        reasons = "; ".join(f"{k}: {v}" for k, v in sorted(res.rejected.items(), key=lambda kv: -kv[1])[:3])
+        raise SpecError(f"train search found no layout of {res.gpus} GPUs that fits ({reasons or 'none valid'})")
+    lay = dict(best.layout)
+    par = ParallelismSpec(**lay, global_batch=global_batch, precision=precision)  # type: ignore[arg-type]
+    return par, f"train search: best of {res.fitting} fitting layouts"
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    """Hosts and processes of one job, shared by the Slurm and Kubernetes renderers."""
+
+    cluster: ClusterSpec
+    model: ModelSpec
+    parallelism: ParallelismSpec
+    options: DeploySpec
+    hosts: int
+    procs_per_host: int
+    gpus_per_host: int
+    """GPUs requested per host (0 for a cpu job)."""
+    cpus_per_host: int | None
+    """CPU cores of one host, when the catalog knows the CPU."""
+    prediction: Prediction | None = None
+    layout_args: tuple[str, ...] = field(default=())
+    """Layout flags for the training script (before ``script_args``)."""
+    launcher_env: tuple[tuple[str, str, str], ...] = field(default=())
+    """(name, value, why) of variables the layout flags need (CUDA_DEVICE_MAX_CONNECTIONS ...)."""
+
+    @property
+    def world_size(self) -> int:
+        return self.hosts * self.procs_per_host
+
+    @property
+    def cluster_name(self) -> str:
+        return comment_safe(self.cluster.name or self.cluster.id or "cluster")
+
+    @property
+    def model_name(self) -> str:
+        return comment_safe(self.model.name or self.model.id or "model")
+
+    def layout_line(self) -> str:
+        p = self.parallelism
+        return (f"tp={p.tp} pp={p.pp} dp={p.dp} cp={p.cp} ep={p.ep} vpp={p.vpp} micro_batch={p.micro_batch} "
+                f"global_batch={p.global_batch} sequence_parallel={str(p.sequence_parallel).lower()} "
+                f"recompute={p.recompute} zero={p.zero} precision={p.precision}")
+
+    def header_lines(self) -> list[str]:
+        """Plain-text header: what, where, layout, prediction (every line free of control characters)."""
+        o = self.options
+        if o.device == "cpu":
+            shape = f"{self.hosts} host(s) x {self.procs_per_host} CPU processes (gloo)"
+        else:
+            shape = f"{self.hosts} host(s) x {self.gpus_per_host} GPUs = {self.world_size} GPUs"
+        lines = [
+            f"model {self.model_name} on cluster {self.cluster_name}: {shape}",
+            f"layout: {self.layout_line()}",
+        ]
+        if self.prediction is not None:
+            lines += self.prediction.lines()
+        return [comment_safe(x) for x in lines]
+
+
+def _gpus_per_host(cluster: ClusterSpec, options: DeploySpec) -> int:
+    node = cluster.node
+    if options.gpus_per_host is not None:
+        g = options.gpus_per_host
+        if node.gpus % g:
+            raise SpecError(f"gpus_per_host={g} does not divide the node's {node.gpus} GPUs",
+                            path=("gpus_per_host",))
+        return g
+    if node.gpus > MAX_GPUS_PER_HOST:
+        raise SpecError(f"node '{node.id or node.name}' has {node.gpus} GPUs in one scale-up domain spread over "
+                        f"several servers; give gpus_per_host (GB200 NVL72 compute trays hold 4)",
+                        path=("gpus_per_host",))
+    return node.gpus
+
+
+def plan_job(cluster: ClusterSpec, model: ModelSpec, parallelism: ParallelismSpec, options: DeploySpec,
+             prediction: Prediction | None = None) -> JobPlan:
+    """Hosts, processes per host and layout flags of ``parallelism`` on ``cluster``."""
+    from clustertwin.deploy.layout_flags import layout_args
+
+    p = parallelism
+    gph = _gpus_per_host(cluster, options)
+    cluster_hosts = cluster.nodes * (cluster.node.gpus // gph)
+    if options.device == "cpu":
+        procs = options.cpu_procs_per_host
+        hosts = options.nodes or max(1, -(-p.gpus // procs))
+        if hosts * procs != p.gpus:
+            raise SpecError(f"layout needs tp x pp x dp x cp = {p.gpus} processes; {hosts} host(s) x {procs} "
+                            f"processes = {hosts * procs}", path=("parallelism",))
+        gpus = 0
+        cores: int | None = procs  # one core per gloo process
+    else:
+        if p.gpus < gph:
+            hosts, procs = 1, p.gpus
+        else:
+            if p.gpus % gph:
+                raise SpecError(f"layout needs {p.gpus} GPUs, not a multiple of {gph} GPUs per host",
+                                path=("parallelism",))
+            hosts, procs = p.gpus // gph, gph
+        if options.nodes is not None and options.nodes != hosts:
+            raise SpecError(f"nodes={options.nodes} but the layout's {p.gpus} GPUs need {hosts} host(s) of "
+                            f"{gph} GPUs", path=("nodes",))
+        gpus = procs
+        node = cluster.node
+        cores = node.cpu.cores * node.cpus if node.cpu is not None and node.cpus else None
+        if cores is not None and gph != node.gpus:
+            cores = cores * gph // node.gpus
+    if hosts > cluster_hosts:
+        raise SpecError(f"the job needs {hosts} hosts; cluster '{cluster.name or cluster.id}' has {cluster_hosts}",
+                        path=("nodes",))
+    args, env = layout_args(options.flags, model, p, options.checkpoint_dir)
+    return JobPlan(cluster=cluster, model=model, parallelism=p, options=options, hosts=hosts,
+                   procs_per_host=procs, gpus_per_host=gpus, cpus_per_host=cores, prediction=prediction,
+                   layout_args=tuple(args), launcher_env=tuple(env))
