@@ -35,7 +35,7 @@ def _root(
 
 def _register() -> None:
     # one module per command group; each exposes ``register(app)``
-    from clustertwin.cli import catalog_cmd, comm_cmd, deploy_cmd, diagnose_cmd, exporter_cmd, infer_cmd, node_cmd, plan_cmd, reliability_cmd, train_cmd, validate_cmd
+    from clustertwin.cli import (
         catalog_cmd,
         comm_cmd,
         deploy_cmd,
@@ -45,9 +45,6 @@ def _register() -> None:
         node_cmd,
         plan_cmd,
         reliability_cmd,
-        report_cmd,
-        sched_cmd,
-        sweep_cmd,
         train_cmd,
         validate_cmd,
     )
@@ -62,9 +59,6 @@ def _register() -> None:
         node_cmd,
         plan_cmd,
         reliability_cmd,
-        report_cmd,
-        sched_cmd,
-        sweep_cmd,
         train_cmd,
         validate_cmd,
     ):
