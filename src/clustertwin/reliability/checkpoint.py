@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from clustertwin.errors import SpecError
 from clustertwin.specs import ClusterSpec, ModelSpec
+from clustertwin.train.flops import param_count
 from clustertwin.units import BITS_PER_BYTE, GB, PCIE_X16_GB_PER_S
 
 CHECKPOINT_BYTES_PER_PARAM = 14.0
@@ -31,30 +32,9 @@ STORAGE_PORTS_PER_NODE = 1
 storage on its own ConnectX-7 ports of the same 400G class); override ``node_storage_gb_per_s``."""
 
 
-def param_count(model: ModelSpec) -> int:
-    """Parameters of a decoder-only transformer: per layer attention ``h(q + 2kv) + qh`` (q = heads ×
-    head_dim, kv = kv_heads × head_dim), FFN ``m × h × ffn`` (m = 3 for SwiGLU, else 2; MoE layers hold
-    every routed and shared expert plus an ``h × experts`` router), two norms ``2h``; embeddings
-    ``V h`` (and an untied output ``V h``) and a final norm ``h``. Llama 3 405B: 405.9e9.
-
-    The training layer's ``train.flops.param_count`` counts the same terms; this copy keeps the
-    reliability layer usable on its own."""
-    h, q, kv = model.hidden, model.heads * model.d_head, model.n_kv_heads * model.d_head
-    n_mat = 3 if model.ffn == "swiglu" else 2
-    attn = h * (q + 2 * kv) + q * h
-    norms = 2 * h
-    dense_layer = attn + n_mat * h * model.d_ffn + norms
-    n_moe = model.n_moe_layers
-    total = model.vocab * h * (1 if model.tied_embeddings else 2) + h + (model.layers - n_moe) * dense_layer
-    if model.moe:
-        expert = n_mat * h * model.moe.expert_ffn_hidden
-        moe_layer = attn + norms + (model.moe.experts + model.moe.shared_experts) * expert + h * model.moe.experts
-        total += n_moe * moe_layer
-    return int(total)
-
-
 def checkpoint_bytes(model: ModelSpec, bytes_per_param: float = CHECKPOINT_BYTES_PER_PARAM) -> float:
-    """Full training-state checkpoint: ``param_count × bytes_per_param`` (default 14 B, BLOOM)."""
+    """Full training-state checkpoint: ``param_count × bytes_per_param`` (default 14 B, BLOOM), with the
+    training model's parameter count (:func:`clustertwin.train.flops.param_count`)."""
     return float(param_count(model)) * bytes_per_param
 
 
