@@ -45,6 +45,9 @@ def _register() -> None:
         node_cmd,
         plan_cmd,
         reliability_cmd,
+        report_cmd,
+        sched_cmd,
+        sweep_cmd,
         train_cmd,
         validate_cmd,
     )
@@ -59,6 +62,9 @@ def _register() -> None:
         node_cmd,
         plan_cmd,
         reliability_cmd,
+        report_cmd,
+        sched_cmd,
+        sweep_cmd,
         train_cmd,
         validate_cmd,
     ):

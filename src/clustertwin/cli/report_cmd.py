@@ -1,0 +1,55 @@
+"""``clustertwin report --cluster C --model M [--trace F] --out report.html``: one self-contained HTML file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from clustertwin.cli.common import ClusterOpt, JsonOpt, err_console, load_cluster, load_model, print_json
+from clustertwin.errors import SpecError
+from clustertwin.report import ReportOptions, build_report, write_report
+from clustertwin.report.html import DEFAULT_POLICIES
+
+
+def report_command(
+    cluster: str = ClusterOpt,
+    model: str = typer.Option("llama3-70b", "--model", "-m", help="Model catalog id or YAML/JSON file."),
+    out: Path = typer.Option(Path("report.html"), "--out", "-o", help="HTML file to write."),
+    global_batch: int = typer.Option(1024, "--global-batch", help="Global batch, sequences."),
+    precision: str = typer.Option("bf16", "--precision", help="GEMM precision (bf16, fp8 ...)."),
+    tokens: float = typer.Option(15e12, "--tokens", help="Training token budget for time-to-train."),
+    trials: int = typer.Option(1000, "--trials", help="Monte Carlo runs of the wall-time distribution."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the Monte Carlo."),
+    trace: Path | None = typer.Option(None, "--trace", help="Job trace: adds the scheduler comparison."),
+    trace_format: str = typer.Option("swf", "--trace-format", help="Format of --trace."),
+    policy: list[str] = typer.Option(list(DEFAULT_POLICIES), "--policy", help="Scheduler policy to compare (repeat)."),
+    json_out: bool = JsonOpt,
+) -> None:
+    """Write a self-contained HTML report: plan, scaling, breakdowns, collectives, reliability, scheduling."""
+    spec = load_cluster(cluster)
+    mdl = load_model(model)
+    if global_batch < 1:
+        raise SpecError(f"--global-batch must be >= 1 (got {global_batch})")
+    if tokens <= 0:
+        raise SpecError(f"--tokens must be > 0 (got {tokens})")
+    if trials < 1:
+        raise SpecError(f"--trials must be >= 1 (got {trials})")
+    opts = ReportOptions(global_batch=global_batch, precision=precision, tokens=tokens, trials=trials, seed=seed,
+                         trace=trace, trace_format=trace_format, policies=tuple(policy))
+    with err_console.status("building report", spinner="dots"):
+        report = build_report(spec, mdl, opts)
+        path = write_report(report, out)
+    summary = {"out": str(path), "bytes": path.stat().st_size, "sections": [s.id for s in report.sections],
+               "figures": sum(len(s.figures) for s in report.sections), "omitted": list(report.omitted)}
+    if json_out:
+        print_json(summary)
+        return
+    typer.echo(f"wrote {path} ({summary['bytes'] / 1e6:.1f} MB, {len(report.sections)} sections, "
+               f"{summary['figures']} plots)")
+    for why in report.omitted:
+        typer.echo(f"not included: {why}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("report")(report_command)

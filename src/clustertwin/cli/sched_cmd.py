@@ -1,0 +1,227 @@
+"""``clustertwin sched simulate|fill``: replay a job trace under scheduling policies; fill a cluster with a
+trace's task mix to compare placements' unallocated GPUs."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import Progress
+
+from clustertwin.cli.common import DEFAULT_CLUSTER, JsonOpt, console, load_cluster, print_json, table
+from clustertwin.errors import SpecError
+from clustertwin.sched import cluster as sched_cluster
+from clustertwin.sched import engine, failures, fill, metrics, readers
+from clustertwin.sched.placement import PLACEMENTS
+from clustertwin.units import HOUR_S
+
+sched_app = typer.Typer(help="Cluster scheduler simulator: replay GPU job traces under policies.",
+                        no_args_is_help=True)
+
+_METRIC_COLUMNS = [
+    ("util", "gpu_utilization"), ("avg queue s", "avg_queue_s"), ("p50 queue s", "median_queue_s"),
+    ("p99 queue s", "p99_queue_s"), ("avg JCT s", "avg_jct_s"), ("bsld", "bounded_slowdown"),
+    ("frag GPUs", "fragmented_gpus"), ("multi-leaf", "multi_leaf_jobs"), ("done", "completed"),
+    ("killed", "killed"), ("queued", "queued"), ("requeued", "requeued"),
+]
+
+
+WIDE_COLUMNS = 180
+"""Width used for tables when output is not a terminal (files, pipes), so the metric table stays whole."""
+
+
+def _out() -> Console:
+    return console if console.is_terminal else Console(width=WIDE_COLUMNS)
+
+
+def _split(text: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+def _cluster(cluster: str, node_list: Path | None, nodes_per_leaf: int | None) -> sched_cluster.SchedCluster:
+    if node_list is not None:
+        return sched_cluster.from_node_list(
+            node_list,
+            nodes_per_leaf=sched_cluster.DEFAULT_NODES_PER_LEAF if nodes_per_leaf is None else nodes_per_leaf)
+    return sched_cluster.from_spec(load_cluster(cluster), nodes_per_leaf)
+
+
+def _read(trace: Path, fmt: str, strict: bool, cl: sched_cluster.SchedCluster, limit_jobs: int | None):
+    tr = readers.read_trace(trace, fmt, strict=strict, cluster_gpus=cl.total_gpus)
+    if limit_jobs is not None:
+        if limit_jobs < 1:
+            raise SpecError("--max-jobs must be >= 1")
+        jobs = tr.jobs.subset(slice(0, limit_jobs))
+        tr.report.excluded["beyond --max-jobs"] += len(tr.jobs) - len(jobs)
+        return jobs, tr.report
+    return tr.jobs, tr.report
+
+
+def _progress_runner(quiet: bool):
+    """(context manager, callback factory) showing a rich progress bar on a terminal."""
+    if quiet or not console.is_terminal:
+        return None
+    return Progress(transient=True, console=console)
+
+
+def simulate_command(
+    trace: Path = typer.Option(..., "--trace", "-t", help="Trace file (or synthetic parameters YAML)."),
+    fmt: str = typer.Option(..., "--format", "-f", help=f"Trace format: {', '.join(readers.FORMATS)}."),
+    cluster: str = typer.Option(DEFAULT_CLUSTER, "--cluster", "-c", help="Cluster catalog id or YAML/JSON file."),
+    node_list: Path | None = typer.Option(None, "--node-list", help="Build the cluster from a trace node list "
+                                                                     "(PAI 2023 openb_node_list_*.csv)."),
+    policy: str = typer.Option("fifo,backfill", "--policy", "-p",
+                               help=f"Comma-separated policies: {', '.join(engine.POLICIES)}."),
+    placement: str = typer.Option("first-fit", "--placement",
+                                  help=f"Comma-separated placements: {', '.join(PLACEMENTS)}."),
+    backfill_window: int = typer.Option(engine.DEFAULT_BACKFILL_WINDOW, "--backfill-window",
+                                        help="Queued jobs backfill considers per pass."),
+    nodes_per_leaf: int | None = typer.Option(None, "--nodes-per-leaf", help="Nodes per leaf switch "
+                                              "(default: from the topology, else 32)."),
+    mtbf_h: float | None = typer.Option(None, "--node-mtbf-h", help="Inject node failures with this per-node "
+                                        "MTBF (hours, exponential)."),
+    mttr_h: float = typer.Option(failures.DEFAULT_NODE_MTTR_H, "--node-mttr-h", help="Mean repair time (h)."),
+    reliability_failures: bool = typer.Option(False, "--failures-from-reliability",
+                                              help="Inject node failures at the reliability model's "
+                                                   "per-node rate (Llama 3 calibration)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the failure generator."),
+    max_jobs: int | None = typer.Option(None, "--max-jobs", help="Replay only the first N jobs."),
+    timeline: Path | None = typer.Option(None, "--timeline", help="Write utilisation over time to this CSV."),
+    show_jobs: bool = typer.Option(False, "--jobs", help="Include per-job records in the JSON output."),
+    strict: bool = typer.Option(False, "--strict", help="Malformed trace lines are fatal."),
+    json_out: bool = JsonOpt,
+) -> None:
+    """Replay a job trace under one or more policies and placements, side by side."""
+    pols = [engine.get_policy(p) for p in _split(policy)]
+    places = _split(placement)
+    for pl in places:
+        if pl not in PLACEMENTS:
+            raise SpecError(f"unknown placement '{pl}'; choose from {', '.join(PLACEMENTS)}")
+    if not pols or not places:
+        raise SpecError("give at least one --policy and one --placement")
+    cl = _cluster(cluster, node_list, nodes_per_leaf)
+    jobs, report = _read(trace, fmt, strict, cl, max_jobs)
+    if len(jobs) == 0:
+        raise SpecError(f"no jobs to replay in {trace} ({report.malformed} malformed lines, "
+                        f"excluded: {dict(report.excluded)})")
+    fail = None
+    mtbf_desc = None
+    if mtbf_h is not None and reliability_failures:
+        raise SpecError("give --node-mtbf-h or --failures-from-reliability, not both")
+    if mtbf_h is not None or reliability_failures:
+        horizon = float(jobs.submit_s[-1] + jobs.limit_s.max())
+        mtbf = failures.reliability_node_mtbf_h(cl.gpus) if reliability_failures else mtbf_h
+        mtbf_desc = "reliability model" if reliability_failures else f"{mtbf_h:g} h"
+        fail = failures.exponential_failures(cl.nodes, horizon, mtbf_h=mtbf, mttr_h=mttr_h, seed=seed)
+    runs = [(p, pl) for p in pols for pl in places]
+    results = []
+    prog = _progress_runner(json_out)
+    if prog is not None:
+        prog.start()
+    try:
+        for p, pl in runs:
+            cb = None
+            if prog is not None:
+                task = prog.add_task(f"{p.name} / {pl}", total=len(jobs))
+                cb = (lambda tk: (lambda k: prog.update(tk, completed=k)))(task)
+            res = engine.simulate(cl, jobs, p, placement=pl, failures=fail, backfill_window=backfill_window,
+                                  progress=cb)
+            results.append(res)
+    finally:
+        if prog is not None:
+            prog.stop()
+    out = []
+    for res in results:
+        m = metrics.compute(res, skipped_lines=report.malformed)
+        entry = {"policy": res.policy, "placement": res.placement, "metrics": m.to_dict()}
+        if show_jobs:
+            entry["jobs"] = metrics.job_records(res)
+        out.append(entry)
+    if timeline is not None:
+        _write_timeline(timeline, results)
+    doc = {"cluster": cl.to_dict(), "trace": report.to_dict(),
+           "failures": None if fail is None else {"events": len(fail), "mtbf": mtbf_desc, "mttr_h": mttr_h},
+           "policies": out}
+    if json_out:
+        print_json(doc)
+        return
+    c = cl.to_dict()
+    out_console = _out()
+    out_console.print(f"cluster {c['name']}: {c['nodes']:,} nodes, {c['gpus']:,} GPUs, {c['leaves']} leaves; "
+                  f"trace {report.format}: {len(jobs):,} jobs, {report.malformed} malformed lines skipped, "
+                  f"excluded {dict(report.excluded) or 'none'}")
+    for ex in report.malformed_examples:
+        out_console.print(f"  skipped {ex}")
+    rows = [[e["policy"], e["placement"], *[e["metrics"][k] for _, k in _METRIC_COLUMNS]] for e in out]
+    out_console.print(table("scheduling policies", ["policy", "placement", *[h for h, _ in _METRIC_COLUMNS]], rows))
+    if fail is not None:
+        out_console.print(f"node failures injected: {len(fail)} (MTBF {mtbf_desc}, MTTR {mttr_h:g} h); "
+                      f"span {float(jobs.submit_s[-1]) / HOUR_S:,.1f} h of submissions")
+
+
+def _write_timeline(path: Path, results: list[engine.SimResult]) -> None:
+    try:
+        with path.open("w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(["policy", "placement", "time_s", "allocated_gpus", "utilization", "running_jobs",
+                        "queued_jobs", "fragmented_gpus"])
+            for res in results:
+                for row in metrics.timeline_rows(res):
+                    w.writerow([res.policy, res.placement, *[f"{v:.6g}" if isinstance(v, float) else v
+                                                             for v in row]])
+    except OSError as e:
+        raise SpecError(f"cannot write timeline: {e.strerror}", file=str(path)) from None
+
+
+def fill_command(
+    trace: Path = typer.Option(..., "--trace", "-t", help="Trace file."),
+    fmt: str = typer.Option(..., "--format", "-f", help=f"Trace format: {', '.join(readers.FORMATS)}."),
+    cluster: str = typer.Option(DEFAULT_CLUSTER, "--cluster", "-c", help="Cluster catalog id or YAML/JSON file."),
+    node_list: Path | None = typer.Option(None, "--node-list", help="Cluster from a trace node list."),
+    placement: str = typer.Option("first-fit,best-fit,fgd", "--placement",
+                                  help=f"Comma-separated placements: {', '.join(PLACEMENTS)}."),
+    loads: str = typer.Option(",".join(f"{x:g}" for x in fill.DEFAULT_LOADS), "--loads",
+                              help="Arrived GPU demand as fractions of capacity to report at."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the arrival sample."),
+    nodes_per_leaf: int | None = typer.Option(None, "--nodes-per-leaf", help="Nodes per leaf switch."),
+    strict: bool = typer.Option(False, "--strict", help="Malformed trace lines are fatal."),
+    json_out: bool = JsonOpt,
+) -> None:
+    """Fill the cluster with tasks sampled from the trace (no departures) and report unallocated GPUs."""
+    places = _split(placement)
+    try:
+        load_list = [float(x) for x in _split(loads)]
+    except ValueError:
+        raise SpecError(f"--loads '{loads}' must be comma-separated numbers") from None
+    cl = _cluster(cluster, node_list, nodes_per_leaf)
+    jobs, report = _read(trace, fmt, strict, cl, None)
+    prog = _progress_runner(json_out)
+    results = []
+    if prog is not None:
+        prog.start()
+    try:
+        for pl in places:
+            cb = None
+            if prog is not None:
+                task = prog.add_task(f"fill / {pl}", total=None)
+                cb = (lambda tk: (lambda k: prog.update(tk, completed=k)))(task)
+            results.append(fill.fill(cl, jobs, pl, loads=load_list, seed=seed, progress=cb))
+    finally:
+        if prog is not None:
+            prog.stop()
+    if json_out:
+        print_json({"cluster": cl.to_dict(), "trace": report.to_dict(), "seed": seed,
+                    "placements": [r.to_dict() for r in results]})
+        return
+    cols = [f"{x:.0%} load" for x in results[0].loads]
+    rows = [[r.placement, *r.unallocated_gpus] for r in results]
+    _out().print(table(f"unallocated GPUs of {cl.total_gpus:,} after filling with {report.format} tasks "
+                        f"(seed {seed})", ["placement", *cols], rows))
+
+
+def register(app: typer.Typer) -> None:
+    sched_app.command("simulate")(simulate_command)
+    sched_app.command("fill")(fill_command)
+    app.add_typer(sched_app, name="sched")

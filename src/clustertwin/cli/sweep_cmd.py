@@ -1,0 +1,77 @@
+"""``clustertwin sweep SPACE.yaml --out results.parquet [--executor local|ray] [--address ADDR]``: evaluate
+a design space, write Parquet, print the Pareto fronts of time-to-train vs cost and vs energy."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from clustertwin.cli.common import JsonOpt, console, err_console, fmt, print_json, table
+from clustertwin.errors import SpecError
+
+EXECUTORS = ("local", "ray")
+
+FRONT_COLUMNS = ("point_id", "model", "node", "nodes", "fabric", "topology", "precision", "layout", "checkpoint",
+                 "wall_days", "cost_usd", "energy_mwh", "mfu")
+
+
+def _front_rows(tbl, limit: int) -> list[dict]:
+    return tbl.select(list(FRONT_COLUMNS)).slice(0, limit).to_pylist()
+
+
+def sweep_command(
+    space_file: Path = typer.Argument(..., metavar="SPACE", help="Space YAML/JSON file."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Parquet file to write (default: SPACE name .parquet)."),
+    executor: str = typer.Option("local", "--executor", "-e", help=f"Executor: {', '.join(EXECUTORS)}."),
+    processes: int | None = typer.Option(None, "--processes", "-p",
+                                         help="Worker processes (local) or CPUs of a local Ray; default all CPUs."),
+    address: str | None = typer.Option(None, "--address", help="Ray cluster to use (auto, host:port, ray://...)."),
+    batch_points: int | None = typer.Option(None, "--batch-points", help="Points per task (default: balanced)."),
+    top: int = typer.Option(10, "--top", help="Rows of each Pareto front to print."),
+    json_out: bool = JsonOpt,
+) -> None:
+    """Evaluate a design space (training, reliability, facility per point) and print its Pareto fronts."""
+    try:  # pyarrow is an optional extra: import it only when a sweep runs
+        from clustertwin.sweep import FRONTS, front, load_space, run, write_parquet
+    except ImportError as e:
+        raise SpecError(f"the sweep needs pyarrow ({e.name} is missing): pip install 'clustertwin[sweep]'") from None
+    space = load_space(space_file)
+    if executor not in EXECUTORS:
+        raise SpecError(f"unknown executor '{executor}' (choose from: {', '.join(EXECUTORS)})")
+    if top < 0:
+        raise SpecError(f"--top must be >= 0 (got {top})")
+    target = out or Path(f"{space_file.stem}.parquet")
+    show = err_console.is_terminal and not json_out
+    with Progress(TextColumn("sweep {task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  console=err_console, disable=not show, transient=True) as bar:
+        task = bar.add_task(space.name, total=space.size)
+        result = run(space, executor, processes=processes, address=address, batch_points=batch_points,
+                     progress=lambda done, total: bar.update(task, completed=done))
+    write_parquet(result.table, target)
+    statuses = Counter(result.table["status"].to_pylist())
+    fronts = {name: front(result.table, x, y) for name, (x, y) in FRONTS.items()}
+    summary = {"space": space.name, "out": str(target), "points": result.points, "executor": result.executor,
+               "workers": result.workers, "batches": result.batches, "seconds": result.seconds,
+               "points_per_s": result.points_per_s, "status": dict(sorted(statuses.items())),
+               "pareto": {name: _front_rows(f, top) for name, f in fronts.items()}}
+    if json_out:
+        print_json(summary)
+        return
+    console.print(f"{space.name}: {result.points:,} points on {result.executor} ({result.workers} worker{'s' if result.workers != 1 else ''}, "
+                  f"{result.batches} batches) in {result.seconds:.1f} s = {result.points_per_s:,.0f} points/s; "
+                  f"wrote {target}", highlight=False)
+    console.print("status: " + ", ".join(f"{k} {v:,}" for k, v in sorted(statuses.items())), highlight=False)
+    for name, (x, y) in FRONTS.items():
+        f = fronts[name]
+        rows = [[r["point_id"], f"{r['node']} x{r['nodes']} {r['fabric']} {r['topology']} {r['precision']}",
+                 r["layout"], r["checkpoint"], r["wall_days"], r[y]] for r in _front_rows(f, top)]
+        shown = f", first {fmt(top)}" if f.num_rows > top else ""
+        console.print(table(f"Pareto front: {x} vs {y} ({f.num_rows} points{shown})",
+                            ["point", "design", "layout", "checkpoint", x, y], rows))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("sweep")(sweep_command)

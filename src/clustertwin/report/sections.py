@@ -1,0 +1,254 @@
+"""The report's content: typed sections (tables and figures) computed from the models. Pure functions of
+specs and options; no HTML here (see :mod:`clustertwin.report.html`).
+
+Sections: the cluster plan, the scaling curve with its losses attributed, the step-time and memory
+breakdowns of the best layout, collective bus bandwidth against message size, the wall-time
+distribution with failures, and (given a job trace) the scheduler policies compared.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from clustertwin import comm
+from clustertwin.plan import Plan
+from clustertwin.report import figures
+from clustertwin.specs import ClusterSpec, ModelSpec
+from clustertwin.train.estimate import TrainEstimate
+from clustertwin.train.scale import ScaleResult, time_to_train
+from clustertwin.units import DAY_S, HOUR_S
+
+COMM_OPS: tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
+"""Collectives plotted against message size."""
+COMM_SIZES_BYTES = 2.0 ** np.arange(10, 34)
+"""Message sizes of the bandwidth plot: 1 KiB to 8 GiB, doubling."""
+
+
+@dataclass(frozen=True)
+class Table:
+    """A captioned table of already formatted cells."""
+
+    caption: str
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One plot: an element id and the plotly figure as JSON text."""
+
+    id: str
+    title: str
+    json: str
+
+
+@dataclass(frozen=True)
+class Section:
+    """A titled part of the report."""
+
+    id: str
+    title: str
+    intro: str
+    tables: tuple[Table, ...] = ()
+    figures: tuple[Figure, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Report:
+    """Everything the HTML template renders."""
+
+    title: str
+    subtitle: str
+    generator: str
+    sections: tuple[Section, ...]
+    omitted: tuple[str, ...] = field(default_factory=tuple)
+    """Sections left out, each with the reason."""
+
+
+def fmt(v: Any) -> str:
+    """A cell: thousands separators, 3 significant digits below 1, '-' for None/NaN."""
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, int):
+        return f"{v:,}"
+    if isinstance(v, float):
+        a = abs(v)
+        if a == 0:
+            return "0"
+        if a >= 1000:
+            return f"{v:,.0f}"
+        if a >= 1:
+            return f"{v:,.2f}"
+        return f"{v:.3g}"
+    if isinstance(v, list | tuple):
+        return ", ".join(fmt(x) for x in v) or "-"
+    return str(v)
+
+
+def _label(path: tuple[str, ...]) -> str:
+    return " / ".join(p.replace("_", " ") for p in path)
+
+
+def flatten(d: dict[str, Any], prefix: tuple[str, ...] = ()) -> list[tuple[str, str]]:
+    """Nested dict -> (label, formatted value) rows; a list of ``{component, usd, basis}`` items becomes
+    one row per component."""
+    rows: list[tuple[str, str]] = []
+    for key, value in d.items():
+        path = (*prefix, str(key))
+        if isinstance(value, dict):
+            rows += flatten(value, path)
+        elif isinstance(value, list) and value and all(isinstance(x, dict) and "component" in x for x in value):
+            for item in value:
+                cell = f"${item['usd']:,.0f}" if item.get("usd") else "-"
+                rows.append((_label((*path, str(item["component"]))), f"{cell} ({item.get('basis', '')})"))
+        else:
+            rows.append((_label(path), fmt(value)))
+    return rows
+
+
+def plan_section(p: Plan) -> Section:
+    """Bill of materials, peak compute, memory, network, storage, facility and cost tables."""
+    d = p.to_dict()
+    tables = tuple(Table(name, ("item", "value"), tuple(flatten(d[name])))
+                   for name in ("compute", "memory", "network", "storage", "facility", "cost") if name in d)
+    return Section("plan", "Cluster plan", "Bill of materials, peak compute, memory, network, storage, power, "
+                   "cooling and cost of the cluster (clustertwin plan).", tables, notes=p.warnings)
+
+
+def _best(res: ScaleResult) -> TrainEstimate | None:
+    fitted = [pt.estimate for pt in res.points if pt.estimate is not None]
+    return fitted[-1] if fitted else None
+
+
+def scaling_section(res: ScaleResult) -> Section:
+    """Best layout at each doubling of the GPU count: efficiency and the step-time shares that explain it."""
+    pts = [p for p in res.points if p.estimate is not None]
+    gpus = [p.gpus for p in pts]
+    eff = [p.efficiency for p in pts]
+    per_gpu = [p.estimate.tokens_per_s_per_gpu for p in pts if p.estimate is not None]
+    shares: dict[str, list[float]] = {}
+    for p in pts:
+        for k, v in p.fractions.items():
+            shares.setdefault(k, []).append(v)
+    rows = []
+    for p in res.points:
+        e = p.estimate
+        if e is None:
+            rows.append((fmt(p.gpus), "-", "-", "-", "-", p.note or "-"))
+            continue
+        lay = e.layout
+        rows.append((fmt(p.gpus), fmt(e.tokens_per_s), fmt(e.mfu), fmt(p.efficiency),
+                     f"tp{lay['tp']} pp{lay['pp']} dp{lay['dp']} cp{lay['cp']}", p.note or ""))
+    figs = (Figure("fig-scaling", "Scaling efficiency", figures.scaling_figure(gpus, eff, per_gpu)),
+            Figure("fig-losses", "Where the step time goes", figures.losses_figure(gpus, shares))) if pts else ()
+    return Section("scaling", "Scaling curve",
+                   f"Best fitting layout at each GPU count, global batch {res.global_batch:,} sequences, "
+                   f"{res.precision}. Efficiency is tokens/s per GPU relative to the first point; the stacked "
+                   "bars attribute the step time to compute, communication, pipeline bubble and imbalance.",
+                   (Table("best layout per GPU count", ("GPUs", "tokens/s", "MFU", "efficiency", "layout",
+                                                        "note"), tuple(rows)),), figs)
+
+
+def breakdown_section(est: TrainEstimate) -> Section:
+    """Step-time and memory breakdowns of one layout."""
+    lay = est.layout
+    layout = ", ".join(f"{k}={v}" for k, v in lay.items())
+    step = {k: float(v) for k, v in est.breakdown.items()}
+    mem_bd = {k: float(v) for k, v in est.memory.breakdown.items()}
+    cap = float(est.memory.capacity_gib)
+    rows = ((("step time, s", fmt(est.step_time_s)), ("tokens/s", fmt(est.tokens_per_s)), ("MFU", fmt(est.mfu)),
+             ("HFU", fmt(est.hfu)), ("memory per GPU, GiB", fmt(est.memory_gib_per_gpu)),
+             ("HBM per GPU, GiB", fmt(cap)), ("GPUs", fmt(est.gpus)), ("layout", layout)))
+    return Section("breakdown", "Step time and memory",
+                   f"The best layout on {est.gpus:,} GPUs: what one optimizer step spends its time on and what "
+                   "fills each GPU's memory.",
+                   (Table("layout", ("item", "value"), rows),
+                    Table("step time by term", ("term", "seconds"), tuple((k, fmt(v)) for k, v in step.items())),
+                    Table("memory by term", ("term", "GiB"), tuple((k, fmt(v)) for k, v in mem_bd.items()))),
+                   (Figure("fig-step", "Step time by term", figures.breakdown_figure("Step time by term", step,
+                                                                                      "seconds per step")),
+                    Figure("fig-memory", "Memory per GPU by term",
+                           figures.breakdown_figure("Memory per GPU by term", mem_bd, "GiB", capacity=cap))))
+
+
+def comm_section(cluster: ClusterSpec, gpus: int) -> Section:
+    """Bus bandwidth of the main collectives over message sizes on ``gpus`` GPUs."""
+    busbw: dict[str, np.ndarray] = {}
+    rows = []
+    for op in COMM_OPS:
+        res = comm.collective(cluster, op, COMM_SIZES_BYTES, gpus)
+        bw = np.asarray(res.busbw_gb_per_s, dtype=np.float64)
+        busbw[op] = bw
+        rows.append((op, fmt(float(bw[COMM_SIZES_BYTES.searchsorted(2.0 ** 20)])),
+                     fmt(float(bw[COMM_SIZES_BYTES.searchsorted(2.0 ** 27)])), fmt(float(bw[-1])),
+                     str(np.asarray(res.algorithm)[-1])))
+    return Section("comm", "Collective bandwidth",
+                   f"Predicted nccl-tests bus bandwidth on {gpus:,} GPUs, 1 KiB to 8 GiB messages.",
+                   (Table("busbw, GB/s", ("collective", "1 MiB", "128 MiB", "8 GiB", "algorithm at 8 GiB"),
+                          tuple(rows)),),
+                   (Figure("fig-comm", "Collective bus bandwidth",
+                           figures.bandwidth_figure(COMM_SIZES_BYTES, busbw, gpus)),))
+
+
+def reliability_section(est: TrainEstimate, cluster: ClusterSpec, tokens: float, trials: int, seed: int,
+                        reliability: Any) -> Section:
+    """Time-to-train of ``tokens`` at the layout's throughput and its wall-time distribution with failures."""
+    ttt = time_to_train(est, tokens, cluster)
+    ideal_s = ttt.days * DAY_S
+    res = reliability.with_failures(est.gpus, ideal_s, est.checkpoint_bytes, cluster,
+                                    step_time_s=est.step_time_s, trials=trials, seed=seed)
+    wall_days = np.asarray(res.monte_carlo.wall_s) / DAY_S
+    pct = np.percentile(wall_days, [10, 50, 90])
+    rows = (("token budget", f"{tokens:,.0f}"), ("failure-free time, days", fmt(ttt.days)),
+            ("GPU-hours (failure-free)", fmt(ttt.gpu_hours)), ("energy (failure-free), MWh", fmt(ttt.energy_mwh)),
+            ("MTBF of the job, h", fmt(res.rates.mtbf_h)), ("checkpoint interval, s", fmt(res.interval_s)),
+            ("expected wall time, days", fmt(res.analytic.wall_s / DAY_S)), ("expected ETTR", fmt(res.analytic.ettr)),
+            ("wall time p10 / p50 / p90, days", " / ".join(fmt(float(v)) for v in pct)),
+            ("expected interruptions", fmt(res.analytic.unexpected_interruptions)),
+            ("restart policy", str(res.policy)), ("Monte Carlo trials", fmt(trials)))
+    return Section("reliability", "Time to train with failures",
+                   f"{tokens:,.0f} tokens on {est.gpus:,} GPUs: failure-free time from the training model, wall "
+                   "time from the failure, checkpoint and restart model (analytical expectation and a Monte "
+                   f"Carlo of {trials:,} runs).",
+                   (Table("time to train", ("item", "value"), rows),),
+                   (Figure("fig-walltime", "Wall time with failures",
+                           figures.histogram_figure(wall_days, ttt.days, res.analytic.wall_s / DAY_S)),),
+                   notes=(f"Hours lost to failures (expected): {fmt((res.analytic.wall_s - ideal_s) / HOUR_S)} h.",))
+
+
+def sched_section(cluster: ClusterSpec, trace_path: Path, trace_format: str, policies: tuple[str, ...],
+                  sched: Any) -> Section:
+    """Scheduler policies replayed on a job trace: utilisation, queueing and completion metrics.
+    ``sched`` provides ``read_trace``, ``from_spec``, ``simulate`` and ``compute`` (the scheduler layer)."""
+    trace = sched.read_trace(trace_path, trace_format, cluster_gpus=cluster.total_gpus)
+    sc = sched.from_spec(cluster)
+    metrics = {pol: sched.compute(sched.simulate(sc, trace.jobs, pol)) for pol in policies}
+    keys = ("gpu_utilization", "avg_queue_s", "p99_queue_s", "avg_jct_s", "bounded_slowdown", "completed",
+            "fragmented_gpus")
+    rows = tuple((k.replace("_", " "), *(fmt(getattr(m, k)) for m in metrics.values())) for k in keys)
+    hours = {"avg queue, h": [m.avg_queue_s / HOUR_S for m in metrics.values()],
+             "p99 queue, h": [m.p99_queue_s / HOUR_S for m in metrics.values()],
+             "avg JCT, h": [m.avg_jct_s / HOUR_S for m in metrics.values()]}
+    return Section("sched", "Scheduler comparison",
+                   f"{trace.report.jobs:,} jobs of {trace_path.name} replayed on this cluster under each policy.",
+                   (Table("metrics by policy", ("metric", *policies), rows),),
+                   (Figure("fig-sched", "Queueing and completion by policy",
+                           figures.grouped_bars_figure("Queueing and completion by policy", list(policies),
+                                                       hours, "hours")),))
+
+
+def model_label(model: ModelSpec) -> str:
+    return str(model.name or model.id or "model")
+
+
+def cluster_label(cluster: ClusterSpec) -> str:
+    return str(cluster.name or cluster.id or "cluster")
+

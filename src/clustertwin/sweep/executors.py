@@ -1,0 +1,166 @@
+"""Executors: run the points of a space in batches, in this process, in a local process pool or on Ray,
+and assemble one Arrow table ordered by point id. The evaluation is deterministic, so every executor
+and every batch size gives the same table.
+
+Ray: each task evaluates one batch of point ids (many points per task, so scheduling overhead is paid
+per batch, not per point); the space is put in the object store once. ``address`` connects to a running
+cluster (``auto``, ``host:port`` or ``ray://host:10001``; clustertwin must be installed on its nodes);
+without one a local Ray is started for the sweep and stopped after it.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing as mp
+import os
+import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from clustertwin.errors import SpecError
+from clustertwin.sweep.evaluate import NUMERIC_COLUMNS, TEXT_COLUMNS, evaluate_points
+from clustertwin.sweep.schema import to_table
+from clustertwin.sweep.space import SweepSpace, batches, point_ids
+
+EXECUTORS: tuple[str, ...] = ("local", "ray")
+MAX_BATCH_POINTS = 4096
+"""Largest default batch: big enough to amortise a task, small enough to balance workers."""
+BATCHES_PER_WORKER = 4
+"""Default batching aims at this many batches per worker (load balance against per-task overhead)."""
+
+Progress = Callable[[int, int], None]
+"""Called with (points done, points total) after each batch."""
+
+
+@dataclass(frozen=True)
+class SweepRun:
+    """A finished sweep: the results table and how long it took."""
+
+    table: pa.Table
+    executor: str
+    workers: int
+    batches: int
+    seconds: float
+
+    @property
+    def points(self) -> int:
+        return self.table.num_rows
+
+    @property
+    def points_per_s(self) -> float:
+        return self.points / self.seconds if self.seconds > 0 else math.inf
+
+
+def default_batch_points(points: int, workers: int) -> int:
+    """``ceil(points / (workers x BATCHES_PER_WORKER))``, between 1 and :data:`MAX_BATCH_POINTS`."""
+    return max(1, min(MAX_BATCH_POINTS, math.ceil(points / (max(workers, 1) * BATCHES_PER_WORKER))))
+
+
+def concat_columns(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Join evaluator column dicts batch after batch."""
+    out: dict[str, Any] = {}
+    for name in NUMERIC_COLUMNS:
+        out[name] = np.concatenate([p[name] for p in parts]) if parts else np.empty(0)
+    for name in TEXT_COLUMNS:
+        out[name] = [v for p in parts for v in p[name]]
+    return out
+
+
+_WORKER_SPACE: SweepSpace | None = None
+
+
+def _init_worker(space: SweepSpace) -> None:
+    global _WORKER_SPACE
+    _WORKER_SPACE = space
+
+
+def _pool_batch(ids: np.ndarray) -> dict[str, Any]:
+    assert _WORKER_SPACE is not None, "worker not initialised"
+    return evaluate_points(_WORKER_SPACE, ids)
+
+
+def run_local(space: SweepSpace, *, processes: int | None = None, batch_points: int | None = None,
+              progress: Progress | None = None) -> SweepRun:
+    """Evaluate the space in ``processes`` worker processes (1: in this process; default: CPU count)."""
+    procs = (os.cpu_count() or 1) if processes is None else processes
+    if procs < 1:
+        raise SpecError(f"processes must be >= 1 (got {procs})")
+    ids = point_ids(space)
+    work = batches(ids, batch_points or default_batch_points(len(ids), procs))
+    start = time.perf_counter()
+    parts: list[dict[str, Any]] = []
+    done = 0
+    if procs == 1:
+        for b in work:
+            parts.append(evaluate_points(space, b))
+            done += len(b)
+            if progress:
+                progress(done, len(ids))
+    else:
+        with ProcessPoolExecutor(max_workers=procs, mp_context=mp.get_context(),
+                                 initializer=_init_worker, initargs=(space,)) as pool:
+            for b, part in zip(work, pool.map(_pool_batch, work), strict=True):
+                parts.append(part)
+                done += len(b)
+                if progress:
+                    progress(done, len(ids))
+    table = to_table(concat_columns(parts), space.model_dump_json())
+    return SweepRun(table, "local", procs, len(work), time.perf_counter() - start)
+
+
+def _ray_batch(space: SweepSpace, ids: np.ndarray) -> dict[str, Any]:
+    return evaluate_points(space, ids)
+
+
+def run_ray(space: SweepSpace, *, address: str | None = None, batch_points: int | None = None,
+            num_cpus: int | None = None, progress: Progress | None = None) -> SweepRun:
+    """Evaluate the space on Ray: connect to ``address`` or start a local Ray (``num_cpus`` CPUs), one task
+    per batch of points; a Ray this call started is shut down at the end."""
+    try:
+        import ray
+    except ImportError:
+        raise SpecError("the ray executor needs Ray: pip install 'clustertwin[ray]'") from None
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address=address, num_cpus=num_cpus if address is None else None, include_dashboard=False,
+                 log_to_driver=False, configure_logging=False)
+    try:
+        workers = max(int(ray.cluster_resources().get("CPU", 1)), 1)
+        ids = point_ids(space)
+        work = batches(ids, batch_points or default_batch_points(len(ids), workers))
+        start = time.perf_counter()
+        task = ray.remote(num_cpus=1)(_ray_batch)
+        space_ref = ray.put(space)
+        pending = {task.remote(space_ref, b): i for i, b in enumerate(work)}
+        parts: list[dict[str, Any] | None] = [None] * len(work)
+        done = 0
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            for ref in ready:
+                i = pending.pop(ref)
+                parts[i] = ray.get(ref)
+                done += len(work[i])
+                if progress:
+                    progress(done, len(ids))
+        table = to_table(concat_columns([p for p in parts if p is not None]), space.model_dump_json())
+        return SweepRun(table, "ray", workers, len(work), time.perf_counter() - start)
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def run(space: SweepSpace, executor: str = "local", *, processes: int | None = None, address: str | None = None,
+        batch_points: int | None = None, progress: Progress | None = None) -> SweepRun:
+    """Run the sweep on the named executor (``local`` or ``ray``)."""
+    if executor == "local":
+        if address is not None:
+            raise SpecError("--address applies to --executor ray only")
+        return run_local(space, processes=processes, batch_points=batch_points, progress=progress)
+    if executor == "ray":
+        return run_ray(space, address=address, batch_points=batch_points, num_cpus=processes, progress=progress)
+    raise SpecError(f"unknown executor '{executor}' (choose from: {', '.join(EXECUTORS)})")
