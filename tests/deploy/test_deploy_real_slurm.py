@@ -167,12 +167,19 @@ def _sacct(job_id: str) -> list[dict[str, str]]:
         time.sleep(1)
 
 
+CREDENTIAL_REVOKE_GAP_S = 3.0
+"""Wait between a requeue and releasing the job (slurmd compares credential times in whole seconds)."""
+
+
 def _release_when_pending(job_id: str, deadline: float) -> None:
     """Start the requeued job now instead of after Slurm's requeue delay."""
     while True:
         state = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True,
                                text=True, timeout=30).stdout.strip()
         if state == "PENDING":
+            # slurmd revokes the first run's credential with one-second resolution: a restart inside the
+            # same second is killed as "Job credential revoked", so let the clock move on first
+            time.sleep(CREDENTIAL_REVOKE_GAP_S)
             subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], check=True, timeout=30)
             return
         if state == "RUNNING":
