@@ -18,6 +18,7 @@ from clustertwin.cli.common import (
     table,
 )
 from clustertwin.errors import SpecError
+from clustertwin.units import DAY_S, HOUR_S
 
 train_app = typer.Typer(help="LLM training: memory, step time, layout search, scaling, time-to-train.",
                         no_args_is_help=True)
@@ -66,6 +67,20 @@ def _ttt_rows(ttt) -> list[list[Any]]:
             [f"energy (MWh, PUE {ttt.pue:.2f})", ttt.energy_mwh], ["cost (USD)", ttt.cost_usd]]
 
 
+def _failure_summary(rel) -> dict[str, Any]:
+    """Failure-adjusted time-to-train from a reliability result (analytical expectation + Monte Carlo)."""
+    a = rel.analytic
+    out: dict[str, Any] = {
+        "policy": rel.policy, "checkpoint_interval_s": rel.interval_s, "ettr": a.ettr,
+        "unexpected_interruptions": a.unexpected_interruptions, "days": a.wall_s / DAY_S,
+        "gpu_hours": a.wall_s / HOUR_S * rel.gpus,
+    }
+    if rel.monte_carlo is not None:
+        wall = rel.monte_carlo.summary()["wall_s"]
+        out.update({f"days_{k}": v / DAY_S for k, v in wall.items() if k in ("p10", "p50", "p90")})
+    return out
+
+
 def _print_estimate(e, title: str) -> None:
     rows = [["layout", " ".join(f"{k}={v}" for k, v in e.layout.items())],
             ["GPUs", e.gpus], ["step time (s)", e.step_time_s], ["tokens/s", e.tokens_per_s],
@@ -105,6 +120,12 @@ def estimate_command(
     tokens: float = TokensOpt,
     usd_per_gpu_hour: float = PriceOpt,
     calibration: str = CalOpt,
+    with_failures: bool = typer.Option(False, "--with-failures",
+                                       help="Add failures, checkpoints and restarts to time-to-train (needs --tokens)."),
+    async_checkpoint: bool = typer.Option(False, "--async-checkpoint", help="With failures: asynchronous saves."),
+    hot_spares: int = typer.Option(None, "--hot-spares", help="With failures: hot-spare nodes (policy spares)."),
+    trials: int = typer.Option(1000, "--trials", help="With failures: Monte Carlo trials (0 = analytical only)."),
+    seed: int = typer.Option(0, "--seed", help="With failures: random seed."),
     json_out: bool = JsonOpt,
 ) -> None:
     """Step time, MFU, throughput and memory of one layout, with breakdowns."""
@@ -124,17 +145,38 @@ def estimate_command(
         "global_batch": global_batch, "recompute": recompute, "zero": zero,
         "sequence_parallel": (tp > 1) if sp is None else sp, "precision": precision,
         "schedule": "interleaved" if vpp > 1 else "1f1b"})
+    if with_failures and not tokens:
+        raise SpecError("--with-failures needs a token budget (--tokens)")
     e = estimate(m, c, par, calibration=load_calibration(calibration))
     ttt = time_to_train(e, tokens, c, usd_per_gpu_hour) if tokens else None
+    rel = None
+    if with_failures and ttt:
+        from clustertwin.reliability import with_failures as reliability_with_failures
+        from clustertwin.train import checkpoint_bytes
+
+        rel = reliability_with_failures(e.gpus, ttt.days * DAY_S, checkpoint_bytes(m), c,
+                                        step_time_s=e.step_time_s, async_checkpoint=async_checkpoint,
+                                        hot_spares=hot_spares, trials=trials, seed=seed)
     if json_out:
         d = e.to_dict()
         if ttt:
             d["time_to_train"] = ttt.to_dict()
+        if rel:
+            d["with_failures"] = _failure_summary(rel)
         print_json(d)
         return
     _print_estimate(e, f"{m.name or m.id or 'model'} on {c.name or c.id or 'cluster'}")
     if ttt:
         console.print(table("time to train", ["quantity", "value"], _ttt_rows(ttt)))
+    if rel:
+        f = _failure_summary(rel)
+        rows = [["policy", f["policy"]], ["checkpoint interval (min)", f["checkpoint_interval_s"] / 60],
+                ["expected unexpected interruptions", f["unexpected_interruptions"]],
+                ["expected days with failures", f["days"]], ["ETTR", f["ettr"]],
+                ["GPU-hours with failures", f["gpu_hours"]]]
+        if "days_p10" in f:
+            rows += [["days p10 | p50 | p90", f"{f['days_p10']:.2f} | {f['days_p50']:.2f} | {f['days_p90']:.2f}"]]
+        console.print(table("time to train with failures", ["quantity", "value"], rows))
 
 
 @train_app.command("search")
