@@ -64,6 +64,19 @@ def human_bytes(n_bytes: float) -> str:
     return f"{n_bytes:.0f} B"
 
 
-#: PCIe x16 bandwidth per direction after line encoding, GB/s, by generation (PCI-SIG: 8/16/32/64 GT/s
-#: per lane; Gen3-5 128b/130b encoding, Gen6 FLIT mode ~242/256).
-PCIE_X16_GB_PER_S: dict[int, float] = {3: 15.75, 4: 31.5, 5: 63.0, 6: 121.0}
+PCIE_X16_LANES = 16
+PCIE_GT_PER_S: dict[int, float] = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
+"""Transfer rate per lane by PCIe generation, GT/s (PCI-SIG base specifications)."""
+PCIE_ENCODING: dict[int, float] = {1: 0.8, 2: 0.8, 3: 128 / 130, 4: 128 / 130, 5: 128 / 130, 6: 242 / 256}
+"""Payload fraction of the line code: 8b/10b (Gen1-2), 128b/130b (Gen3-5), FLIT mode (Gen6)."""
+
+
+def pcie_x16_gb_per_s(gen: int) -> float:
+    """PCIe x16 bandwidth per direction, GB/s: ``GT/s x 16 x encoding / 8`` (Gen4: 31.5, Gen5: 63);
+    generations outside 1-6 are clamped to the nearest known one."""
+    g = min(max(int(gen), min(PCIE_GT_PER_S)), max(PCIE_GT_PER_S))
+    return PCIE_GT_PER_S[g] * PCIE_X16_LANES * PCIE_ENCODING[g] / BITS_PER_BYTE
+
+
+#: PCIe x16 bandwidth per direction after line encoding, GB/s, by generation (Gen3 15.75 ... Gen6 121).
+PCIE_X16_GB_PER_S: dict[int, float] = {g: pcie_x16_gb_per_s(g) for g in PCIE_GT_PER_S}

@@ -62,7 +62,8 @@ def test_cluster_checkpoint_cost_uses_storage_nic_and_pcie():
     cl = catalog.get("cluster", "ref-1k-h100")
     c = cluster_checkpoint_cost(cl, 1024, 5.68e12)
     assert c.write_gb_per_s == cl.storage.write_gb_per_s  # 128 nodes x 50 GB/s > 200 GB/s
-    assert c.snapshot_s == pytest.approx(5.68e12 / 1024 / (0.8 * 63.0 * GB))  # H100 SXM: PCIe Gen5
+    # H100 SXM: PCIe Gen5 x16 = 32 GT/s x 16 x 128/130 / 8 = 63.0 GB/s per direction
+    assert c.snapshot_s == pytest.approx(5.68e12 / 1024 / (0.8 * 63.0 * GB), rel=1e-3)
 
 
 @pytest.mark.parametrize("bad", [0.0, -1.0, float("nan"), float("inf")])

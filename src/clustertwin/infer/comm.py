@@ -2,32 +2,26 @@
 
 Megatron-style TP needs two all-reduces of the layer's activations per transformer layer (after the
 attention output projection and after the FFN down projection); messages are small in decode
-(``tokens × hidden × 2`` bytes), so latency matters. When the collective model
-(``clustertwin.comm.collective``) is available it is used; otherwise a latency-bandwidth fallback:
-
-    t_allreduce(n) = α + n · 2(p−1)/p / (B_link · η)
-
-with ``α = tp_allreduce_latency_us`` and ``η = tp_link_efficiency`` (InferParams), ``B_link`` the
-per-GPU per-direction scale-up bandwidth (NVLink/Infinity Fabric/HCCS) of the node, or PCIe x16 when
-the node has no scale-up links. Pipeline stages hand ``tokens × hidden × 2`` bytes to the next stage
-(same link inside a node, the NIC across nodes).
+(``tokens × hidden × 2`` bytes), so latency matters: they are costed by the collective model
+(``clustertwin.comm.collective``). Pipeline stages hand ``tokens × hidden × 2`` bytes to the next stage,
+``t = α + n / (B_link · η)`` with ``α = tp_allreduce_latency_us`` and ``η = tp_link_efficiency``
+(InferParams) and ``B_link`` the per-GPU per-direction scale-up bandwidth (NVLink/Infinity Fabric/HCCS)
+of the node, or PCIe x16 when it has none, inside a node, and the NIC across nodes.
 """
 
 from __future__ import annotations
 
-import importlib
 import math
 from collections.abc import Callable
 
 import numpy as np
 
 from clustertwin import units
+from clustertwin.comm import collective
 from clustertwin.infer.params import InferParams
 from clustertwin.specs.calibration import Calibration
+from clustertwin.specs.cluster import ClusterSpec
 from clustertwin.specs.node import NodeSpec
-
-#: PCIe x16 bandwidth per direction by generation, GB/s (PCI-SIG: 2 GT/s x 2^(gen-1) per lane)
-PCIE_X16_GB_PER_S: dict[int, float] = {3: 15.75, 4: 31.5, 5: 63.0, 6: 121.0}
 
 
 def link_gb_per_s(node: NodeSpec) -> float:
@@ -36,16 +30,7 @@ def link_gb_per_s(node: NodeSpec) -> float:
         return node.scale_up_gb_per_s
     if node.scale_up.kind == "pcie" and node.scale_up_gb_per_s > 0:
         return node.scale_up_gb_per_s
-    return PCIE_X16_GB_PER_S.get(node.gpu.pcie_gen, PCIE_X16_GB_PER_S[4])
-
-
-def _comm_collective() -> Callable | None:
-    """``clustertwin.comm.collective`` if the collective model is installed, else None."""
-    try:
-        mod = importlib.import_module("clustertwin.comm")
-    except ImportError:
-        return None
-    return getattr(mod, "collective", None)
+    return units.pcie_x16_gb_per_s(node.gpu.pcie_gen)
 
 
 def allreduce_fn(node: NodeSpec, tp: int, params: InferParams,
@@ -53,26 +38,14 @@ def allreduce_fn(node: NodeSpec, tp: int, params: InferParams,
     """A vectorised ``nbytes -> seconds`` all-reduce cost over ``tp`` GPUs of ``node`` (0 for tp=1)."""
     if tp <= 1:
         return lambda nbytes: np.zeros_like(np.asarray(nbytes, dtype=float))
-    collective = _comm_collective()
-    if collective is not None:
-        from clustertwin.specs.cluster import ClusterSpec
+    cluster = ClusterSpec(node=node, nodes=max(1, math.ceil(tp / node.gpus)))
 
-        cluster = ClusterSpec(node=node, nodes=max(1, math.ceil(tp / node.gpus)))
+    def via_comm(nbytes: np.ndarray) -> np.ndarray:
+        res = collective(cluster, "all_reduce", np.asarray(nbytes, dtype=float), tp,
+                         ranks_per_node=min(tp, node.gpus), calibration=calibration)
+        return np.asarray(res.time_s, dtype=float)
 
-        def via_comm(nbytes: np.ndarray) -> np.ndarray:
-            res = collective(cluster, "all_reduce", np.asarray(nbytes, dtype=float), tp,
-                             ranks_per_node=min(tp, node.gpus), calibration=calibration)
-            return np.asarray(res.time_s, dtype=float)
-
-        return via_comm
-    bw = link_gb_per_s(node) * units.GB * params.tp_link_efficiency
-    lat = params.tp_allreduce_latency_us * units.US
-    factor = 2.0 * (tp - 1) / tp
-
-    def fallback(nbytes: np.ndarray) -> np.ndarray:
-        return lat + np.asarray(nbytes, dtype=float) * factor / bw
-
-    return fallback
+    return via_comm
 
 
 def p2p_fn(node: NodeSpec, tp: int, pp: int, params: InferParams) -> Callable[[np.ndarray], np.ndarray]:

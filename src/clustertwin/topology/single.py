@@ -18,21 +18,10 @@ from __future__ import annotations
 
 from clustertwin.specs import ClusterSpec, NodeSpec
 from clustertwin.topology.model import ScaleUpDomain, Topology
-from clustertwin.units import BITS_PER_BYTE, gbit_to_gb_per_s
+from clustertwin.units import gbit_to_gb_per_s, pcie_x16_gb_per_s
 
-PCIE_X16_LANES = 16
-PCIE_GT_PER_S: dict[int, float] = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
-"""Transfer rate per lane by PCIe generation, GT/s (PCI-SIG)."""
-PCIE_ENCODING: dict[int, float] = {1: 0.8, 2: 0.8, 3: 128 / 130, 4: 128 / 130, 5: 128 / 130, 6: 242 / 256}
-"""Payload fraction of the line code: 8b/10b, 128b/130b, FLIT mode (Gen6)."""
 SWITCHED_KINDS = ("nvswitch", "pcie")
 MESH_KINDS = ("nvlink-mesh", "infinity-fabric", "hccs")
-
-
-def pcie_x16_gb_per_s(gen: int) -> float:
-    """PCIe x16 bandwidth per direction, GB/s: ``GT/s x 16 x encoding / 8`` (Gen4: 31.5, Gen5: 63)."""
-    g = min(max(int(gen), min(PCIE_GT_PER_S)), max(PCIE_GT_PER_S))
-    return PCIE_GT_PER_S[g] * PCIE_X16_LANES * PCIE_ENCODING[g] / BITS_PER_BYTE
 
 
 def scale_up_domain(node: NodeSpec) -> ScaleUpDomain:
