@@ -31,6 +31,9 @@ PrecOpt = typer.Option("bf16", "--precision", "-p", help="GEMM precision: bf16, 
 CalOpt = typer.Option(None, "--calibration", help="Calibration file (train: overrides of TrainParams).")
 TokensOpt = typer.Option(None, "--tokens", help="Token budget: adds days, GPU-hours, energy and cost.")
 PriceOpt = typer.Option(0.0, "--usd-per-gpu-hour", help="GPU rental price for the cost estimate.")
+StackOpt = typer.Option("auto", "--stack",
+                        help="Software stack: te (Megatron-Core + Transformer Engine), legacy (unfused "
+                             "attention, exposed TP comm), auto (by GPU generation).")
 
 RECOMPUTE = ("none", "selective", "full")
 
@@ -120,6 +123,7 @@ def estimate_command(
     tokens: float = TokensOpt,
     usd_per_gpu_hour: float = PriceOpt,
     calibration: str = CalOpt,
+    stack: str = StackOpt,
     with_failures: bool = typer.Option(False, "--with-failures",
                                        help="Add failures, checkpoints and restarts to time-to-train (needs --tokens)."),
     async_checkpoint: bool = typer.Option(False, "--async-checkpoint", help="With failures: asynchronous saves."),
@@ -144,7 +148,7 @@ def estimate_command(
         "tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "vpp": vpp, "micro_batch": micro_batch,
         "global_batch": global_batch, "recompute": recompute, "zero": zero,
         "sequence_parallel": (tp > 1) if sp is None else sp, "precision": precision,
-        "schedule": "interleaved" if vpp > 1 else "1f1b"})
+        "schedule": "interleaved" if vpp > 1 else "1f1b", "software_stack": stack})
     if with_failures and not tokens:
         raise SpecError("--with-failures needs a token budget (--tokens)")
     e = estimate(m, c, par, calibration=load_calibration(calibration))
@@ -200,6 +204,7 @@ def search_command(
     tokens: float = TokensOpt,
     usd_per_gpu_hour: float = PriceOpt,
     calibration: str = CalOpt,
+    stack: str = StackOpt,
     json_out: bool = JsonOpt,
 ) -> None:
     """Rank every valid layout for the GPU count and global batch by throughput among those that fit."""
@@ -210,7 +215,7 @@ def search_command(
     fixed = _fixed(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, micro_batch=micro_batch, recompute=recompute,
                    zero=zero)
     res = search(m, c, global_batch=global_batch, gpus=gpus, precision=precision, fixed=fixed, top=top,
-                 calibration=load_calibration(calibration))
+                 calibration=load_calibration(calibration), software_stack=stack)
     ttt = time_to_train(res.best, tokens, c, usd_per_gpu_hour) if (tokens and res.best) else None
     if json_out:
         d = res.to_dict()

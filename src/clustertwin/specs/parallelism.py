@@ -43,6 +43,10 @@ class ParallelismSpec(Spec):
     """GEMM precision; fp8 = FP8 GEMMs with BF16 elsewhere."""
     schedule: Literal["1f1b", "interleaved", "gpipe"] = "1f1b"
     """Pipeline schedule (interleaved implied by vpp > 1)."""
+    software_stack: Literal["auto", "te", "legacy"] = "auto"
+    """Training software: te (Megatron-Core + Transformer Engine: fused flash attention, TP communication
+    overlapped with GEMMs), legacy (Megatron-LM / Megatron-DeepSpeed: unfused attention, TP communication
+    exposed), auto (by GPU generation, ``TrainParams.te_stack_min_year``)."""
 
     @model_validator(mode="after")
     def _check(self) -> ParallelismSpec:

@@ -12,7 +12,7 @@ from clustertwin.specs.model import ModelSpec
 from clustertwin.specs.parallelism import ParallelismSpec
 from clustertwin.train.layout import Layouts, scalar
 from clustertwin.train.memory import MemoryResult, checkpoint_bytes, memory_result
-from clustertwin.train.params import TrainParams, resolve_params
+from clustertwin.train.params import TrainParams, params_for_stack, resolve_params
 from clustertwin.train.rules import first_violation
 from clustertwin.train.step import BREAKDOWN_KEYS, evaluate_layouts, hardware
 from clustertwin.units import GIB
@@ -86,9 +86,9 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, parallelism: ParallelismSpe
     """Predict one layout on ``cluster``. Raises SpecError for layouts that cannot run (wrong GPU
     count, divisibility); a layout that runs out of memory is returned with ``fits = False`` and
     ``memory.reason``."""
-    prm = resolve_params(params, calibration)
-    s = seq_len or model.seq_len
     p = parallelism
+    prm = params_for_stack(resolve_params(params, calibration), p.software_stack)
+    s = seq_len or model.seq_len
     if p.gpus > cluster.total_gpus:
         raise SpecError(f"layout needs tp x pp x dp x cp = {p.gpus} GPUs; the cluster has {cluster.total_gpus}",
                         path=("parallelism",))

@@ -8,6 +8,7 @@ nearest valid name.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields, replace
 
 from clustertwin.errors import SpecError, did_you_mean
@@ -98,6 +99,20 @@ class TrainParams:
 
 
 DEFAULT_PARAMS = TrainParams()
+
+#: ``ParallelismSpec.software_stack`` -> the ``te_stack_min_year`` that selects it for every GPU
+STACK_MIN_YEAR: dict[str, float] = {"te": 0.0, "legacy": math.inf}
+
+
+def params_for_stack(params: TrainParams, software_stack: str = "auto") -> TrainParams:
+    """Parameters with the software stack forced (``te``/``legacy``); ``auto`` keeps the GPU-generation
+    rule of ``te_stack_min_year``."""
+    if software_stack == "auto":
+        return params
+    if software_stack not in STACK_MIN_YEAR:
+        raise SpecError(f"unknown software stack '{software_stack}'{did_you_mean(software_stack, STACK_MIN_YEAR)}"
+                        " (expected auto, te or legacy)", path=("software_stack",))
+    return replace(params, te_stack_min_year=STACK_MIN_YEAR[software_stack])
 
 
 def resolve_params(params: TrainParams | None = None, calibration: Calibration | None = None) -> TrainParams:

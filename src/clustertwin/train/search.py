@@ -28,7 +28,7 @@ from clustertwin.specs.model import ModelSpec
 from clustertwin.train.estimate import TrainEstimate, from_arrays
 from clustertwin.train.layout import RECOMPUTE_CODES, Layouts
 from clustertwin.train.memory import TERMS
-from clustertwin.train.params import TrainParams, resolve_params
+from clustertwin.train.params import TrainParams, params_for_stack, resolve_params
 from clustertwin.train.rules import MESSAGES, RULES, violations
 from clustertwin.train.step import evaluate_layouts, hardware
 
@@ -125,10 +125,11 @@ def candidates(model: ModelSpec, gpus: int, global_batch: int, gpus_per_node: in
 
 def search(model: ModelSpec, cluster: ClusterSpec, *, global_batch: int, gpus: int | None = None,
            precision: str = "bf16", seq_len: int | None = None, fixed: dict[str, Any] | None = None,
-           top: int = 10, params: TrainParams | None = None, calibration: Calibration | None = None) -> SearchResult:
+           top: int = 10, params: TrainParams | None = None, calibration: Calibration | None = None,
+           software_stack: str = "auto") -> SearchResult:
     """Rank every valid layout for ``gpus`` GPUs (default: the whole cluster) by tokens/s among those
-    that fit; count the rejected ones by reason."""
-    prm = resolve_params(params, calibration)
+    that fit; count the rejected ones by reason. ``software_stack`` as ``ParallelismSpec.software_stack``."""
+    prm = params_for_stack(resolve_params(params, calibration), software_stack)
     s = seq_len or model.seq_len
     n = gpus or cluster.total_gpus
     if n > cluster.total_gpus:
