@@ -66,3 +66,16 @@ def test_disaggregated_sizing(model, nodes):
              disaggregated=True, verify=False)
     assert r.best is not None and r.best.disaggregated
     assert r.best.prefill_replicas >= 1 and r.best.decode_replicas >= 1
+
+
+def test_verified_answer_meets_the_slo_in_simulation(model, nodes):
+    """When the simulator finds the analytic optimum misses the SLO, replicas are added (and charged)
+    until the simulated percentiles meet it."""
+    res = size(model, nodes, qps=50, input_len=1024, output_len=256, slo_ttft_ms=200, slo_tpot_ms=50)
+    v = res.verification
+    assert v["meets_slo"], v
+    assert v["ttft_ms_p90"] <= 200 and v["tpot_ms_p90"] <= 50
+    analytic = next(c for c in res.candidates if (c.node, c.tp, c.precision) ==
+                    (res.best.node, res.best.tp, res.best.precision))
+    assert res.best.replicas == analytic.replicas + v["replicas_added"]
+    assert res.best.usd_per_hour >= analytic.usd_per_hour

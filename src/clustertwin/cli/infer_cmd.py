@@ -122,7 +122,9 @@ def size_command(
         q = f"p{round(percentile)}"
         console.print(f"simulated check ({v['requests']} requests on one replica): TTFT {q} "
                       f"{v[f'ttft_ms_{q}']:.0f} ms, TPOT {q} {v[f'tpot_ms_{q}']:.1f} ms, "
-                      f"{'meets' if v['meets_slo'] else 'MISSES'} the SLO")
+                      f"{'meets' if v['meets_slo'] else 'MISSES'} the SLO"
+                      + (f" ({v['replicas_added']} replicas added to the analytic optimum after simulation)"
+                         if v.get("replicas_added") else ""))
 
 
 def register(app: typer.Typer) -> None:

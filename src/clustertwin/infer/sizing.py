@@ -26,7 +26,7 @@ iterations of ``max_batch_tokens``) and a decode pool (TPOT: decode-only iterati
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -181,6 +181,32 @@ def _disagg_capacity(step: StepModel, dep: Deployment, input_len: int, output_le
             "batch": float(B[i]), "tpot_s": float(t[i]), "ttft_s": float(n_it * t_pre)}
 
 
+MAX_VERIFY_REPLICAS_ADDED = 8
+"""Replicas ``size`` may add, one at a time, when the simulator finds the analytic optimum misses the SLO."""
+
+
+def _verify(model: ModelSpec, nodes: list[NodeSpec], best: Candidate, qps: float, input_len: int,
+            output_len: int, slo_ttft_ms: float, slo_tpot_ms: float, percentile: float, p: InferParams,
+            calibration: Calibration | None) -> dict[str, Any]:
+    """Simulate one replica of ``best`` at its share of ``qps`` (Poisson arrivals, continuous batching)
+    and report the SLO percentiles."""
+    node = next(n for n in nodes if (n.id or n.name or "node") == best.node)
+    dep = Deployment(model, node, best.tp, 1, best.precision, None, p, calibration)
+    per_replica = qps / (best.decode_replicas if best.disaggregated else best.replicas)
+    n_req = int(min(2000, max(200, per_replica * 60)))
+    sim = simulate(dep, Workload(input_len, output_len, per_replica, n_req, seed=1),
+                   disaggregated=best.disaggregated, prefill_replicas=max(1, best.prefill_replicas),
+                   decode_replicas=max(1, best.decode_replicas))
+    q = f"p{round(percentile * 100)}"
+    ttft_q = float(np.percentile(sim.ttft_s, percentile * 100)) * 1e3 if sim.ttft_s is not None else math.nan
+    tpot_q = float(np.percentile(sim.tpot_s, percentile * 100)) * 1e3 if sim.tpot_s is not None and \
+        sim.tpot_s.size else math.nan
+    return {"requests": sim.requests, f"ttft_ms_{q}": ttft_q, f"tpot_ms_{q}": tpot_q,
+            "ttft_ms_mean": sim.ttft_ms["mean"], "tpot_ms_mean": sim.tpot_ms["mean"],
+            "meets_slo": bool(ttft_q <= slo_ttft_ms and tpot_q <= slo_tpot_ms), "mean_batch": sim.mean_batch,
+            "replicas_added": 0}
+
+
 def size(model: ModelSpec, nodes: list[NodeSpec], *, qps: float, input_len: int, output_len: int,
          slo_ttft_ms: float, slo_tpot_ms: float, tps: list[int] | None = None,
          precisions: list[str] | None = None, percentile: float = 0.9, disaggregated: bool = False,
@@ -246,19 +272,21 @@ def size(model: ModelSpec, nodes: list[NodeSpec], *, qps: float, input_len: int,
     res = SizingResult(qps, input_len, output_len, slo_ttft_ms, slo_tpot_ms, percentile, best,
                        sorted(cands, key=lambda c: (not c.feasible, c.usd_per_hour, c.gpus)))
     if verify and best is not None:
-        node = next(n for n in nodes if (n.id or n.name or "node") == best.node)
-        dep = Deployment(model, node, best.tp, 1, best.precision, None, p, calibration)
-        per_replica = qps / (best.decode_replicas if best.disaggregated else best.replicas)
-        n_req = int(min(2000, max(200, per_replica * 60)))
-        sim = simulate(dep, Workload(input_len, output_len, per_replica, n_req, seed=1),
-                       disaggregated=best.disaggregated, prefill_replicas=max(1, best.prefill_replicas),
-                       decode_replicas=max(1, best.decode_replicas))
-        q = f"p{round(percentile * 100)}"
-        ttft_q = float(np.percentile(sim.ttft_s, percentile * 100)) * 1e3 if sim.ttft_s is not None else math.nan
-        tpot_q = float(np.percentile(sim.tpot_s, percentile * 100)) * 1e3 if sim.tpot_s is not None and \
-            sim.tpot_s.size else math.nan
-        res.verification = {"requests": sim.requests, f"ttft_ms_{q}": ttft_q, f"tpot_ms_{q}": tpot_q,
-                            "ttft_ms_mean": sim.ttft_ms["mean"], "tpot_ms_mean": sim.tpot_ms["mean"],
-                            "meets_slo": bool(ttft_q <= slo_ttft_ms and tpot_q <= slo_tpot_ms),
-                            "mean_batch": sim.mean_batch}
+        res.verification = _verify(model, nodes, best, qps, input_len, output_len, slo_ttft_ms, slo_tpot_ms,
+                                   percentile, p, calibration)
+        if not res.verification["meets_slo"] and not best.disaggregated:
+            # the analytic capacity was optimistic for this workload's queueing: add replicas until the
+            # simulated percentiles meet the SLO (bounded), and charge them
+            for _ in range(MAX_VERIFY_REPLICAS_ADDED):
+                more = replace(best, replicas=best.replicas + 1, gpus=best.gpus + best.tp,
+                               usd_per_hour=best.usd_per_hour * (best.replicas + 1) / best.replicas,
+                               usd_per_million_output_tokens=best.usd_per_million_output_tokens
+                               * (best.replicas + 1) / best.replicas)
+                check = _verify(model, nodes, more, qps, input_len, output_len, slo_ttft_ms, slo_tpot_ms,
+                                percentile, p, calibration)
+                best = more
+                res.verification = {**check, "replicas_added": best.replicas - res.best.replicas}
+                if check["meets_slo"]:
+                    break
+            res.best = best
     return res
