@@ -16,8 +16,10 @@ from clustertwin.cli.common import (
     print_json,
     table,
 )
-from clustertwin.comm import OPS, collective
+from clustertwin.comm import OPS, collective, nodes_placement
+from clustertwin.comm.placement import parse_index_list
 from clustertwin.errors import SpecError
+from clustertwin.specs.cluster import ClusterSpec
 from clustertwin.units import human_bytes, parse_size
 
 FLOAT_BYTES = 4
@@ -40,6 +42,25 @@ def sweep_sizes(min_bytes: int, max_bytes: int, step_factor: float) -> np.ndarra
     return np.unique(sizes)
 
 
+def read_placement(value: str, cluster: ClusterSpec, ranks_per_node: int | None) -> np.ndarray:
+    """GPU indices of ``--placement``: a file or an inline list of inclusive ranges (``0-7,64-71``).
+
+    A file holds the same list (commas, spaces or newlines between entries). A leading ``nodes:`` lists
+    node indices instead; each contributes its local GPUs ``0 .. ranks_per_node-1`` (default: all)."""
+    path = Path(value)
+    text = path.read_text() if path.is_file() else value
+    text = text.strip()
+    if text.startswith("nodes:"):
+        nodes = parse_index_list(text[len("nodes:"):], cluster.nodes, "node")
+        rpn = cluster.node.gpus if ranks_per_node is None else ranks_per_node
+        return nodes_placement(cluster, nodes, rpn)
+    return parse_index_list(text, cluster.total_gpus, "GPU")
+
+
+def _short(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def comm_command(
     op: str = typer.Argument(..., help=f"Collective: {', '.join(OPS)}."),
     cluster: str = ClusterOpt,
@@ -52,14 +73,22 @@ def comm_command(
     algorithm: str | None = typer.Option(None, "--algorithm", "-a", help="Force an algorithm (NCCL_ALGO)."),
     protocol: str | None = typer.Option(None, "--protocol", "-p", help="Force LL, LL128 or Simple (NCCL_PROTO)."),
     calibration: Path | None = typer.Option(None, "--calibration", help="Calibration YAML/JSON file."),
+    placement: str | None = typer.Option(
+        None, "--placement",
+        help="Explicit GPU indices: FILE or LIST of ranges, e.g. 0-7,64-71 (nodes:0,8 for whole nodes)."),
     json_out: bool = JsonOpt,
 ) -> None:
     """Predict time, algbw and busbw of a collective over message sizes, as nccl-tests prints them."""
     spec = load_cluster(cluster)
-    n = spec.total_gpus if gpus is None else gpus
+    where = read_placement(placement, spec, ranks_per_node) if placement is not None else None
+    if gpus is not None:
+        n = gpus
+    else:
+        n = spec.total_gpus if where is None else int(where.size)
     sizes = sweep_sizes(parse_size(min_bytes), parse_size(max_bytes), step_factor)
     res = collective(spec, op, sizes, n, ranks_per_node=ranks_per_node, algorithm=algorithm, protocol=protocol,
-                     calibration=load_calibration(calibration))
+                     calibration=load_calibration(calibration), placement=where)
+    summary = res.placement.to_dict() if res.placement is not None else None
     time_us = np.asarray(res.time_s) * 1e6
     if json_out:
         rows = [{"size_bytes": int(s), "count": int(s) // FLOAT_BYTES, "type": "float", "time_us": float(t),
@@ -69,14 +98,20 @@ def comm_command(
                                                   res.algorithm, res.protocol, res.breakdown["bottleneck"],
                                                   strict=True)]
         print_json({"op": res.op, "cluster": spec.name or spec.id or str(cluster), "gpus": res.gpus,
-                    "nodes": res.nodes, "ranks_per_node": res.ranks_per_node, "rows": rows})
+                    "nodes": res.nodes, "ranks_per_node": res.ranks_per_node, "placement": summary,
+                    "rows": rows})
         return
     rows = [[str(int(s)), str(int(s) // FLOAT_BYTES), "float", f"{t:.2f}", f"{a:.2f}", f"{b:.2f}", str(al), str(pr), str(bn)]
             for s, t, a, b, al, pr, bn in zip(sizes, time_us, res.algbw_gb_per_s, res.busbw_gb_per_s,
                                               res.algorithm, res.protocol, res.breakdown["bottleneck"],
                                               strict=True)]
+    placed = ""
+    if res.placement is not None and res.placement.kind == "explicit":
+        sp = res.placement.span
+        placed = (f", GPUs {_short(res.placement.gpu_ranges)}: {sp.leaves} lea{'ves' if sp.leaves != 1 else 'f'}, "
+                  f"ring fraction {sp.ring_bw_fraction:.2f}")
     title = (f"{res.op} on {res.gpus:,} GPUs ({res.nodes} node{'s' if res.nodes != 1 else ''} x "
-             f"{res.ranks_per_node}) of "
+             f"{res.ranks_per_node}{placed}) of "
              f"{spec.name or spec.id or cluster}, {human_bytes(sizes[0])} .. {human_bytes(sizes[-1])}; "
              "algbw/busbw in GB/s")
     console.print(table(title, ["size", "count", "type", "time_us", "algbw", "busbw", "algo", "proto", "bound"],

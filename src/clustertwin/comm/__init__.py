@@ -13,6 +13,7 @@ from clustertwin.comm.model import (
     links,
 )
 from clustertwin.comm.params import DEFAULT_PARAMS, CommParams
+from clustertwin.comm.placement import Placement, nodes_placement
 from clustertwin.specs.calibration import Calibration
 
 __all__ = [
@@ -25,7 +26,9 @@ __all__ = [
     "CollectiveResult",
     "CommParams",
     "Links",
+    "Placement",
     "busbw_factor",
     "collective",
     "links",
+    "nodes_placement",
 ]

@@ -24,6 +24,7 @@ tuner's time, the reported time is the physical one of the chosen candidate.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +32,8 @@ import numpy as np
 
 from clustertwin.comm import constants as C
 from clustertwin.comm.params import DEFAULT_PARAMS, CommParams
-from clustertwin.comm.span import GroupSpan, group_span
+from clustertwin.comm.placement import Placement, contiguous_placement, explicit_placement
+from clustertwin.comm.span import GroupSpan
 from clustertwin.errors import SpecError, did_you_mean
 from clustertwin.specs.calibration import Calibration
 from clustertwin.specs.cluster import ClusterSpec
@@ -72,7 +74,8 @@ class CollectiveResult:
 
     ``nbytes`` is nccl-tests' size S (for all_gather/reduce_scatter the full gathered buffer);
     ``algbw = S / time``, ``busbw = algbw x busbw_factor(op, gpus)``. Arrays when ``nbytes`` was an array,
-    Python scalars otherwise."""
+    Python scalars otherwise. ``placement`` summarises where the group sits (nodes, ranks per node,
+    leaves/pods spanned, spine fractions); None only for a one-GPU group placed contiguously."""
 
     op: str
     gpus: int
@@ -85,6 +88,7 @@ class CollectiveResult:
     nodes: int = 1
     ranks_per_node: int = 1
     breakdown: dict[str, np.ndarray | float | str] = field(default_factory=dict)
+    placement: Placement | None = None
 
     @property
     def time_us(self) -> np.ndarray | float:
@@ -106,6 +110,7 @@ class CollectiveResult:
             "algbw_gb_per_s": conv(self.algbw_gb_per_s), "busbw_gb_per_s": conv(self.busbw_gb_per_s),
             "algorithm": conv(self.algorithm), "protocol": conv(self.protocol),
             "breakdown": {k: conv(v) for k, v in self.breakdown.items()},
+            "placement": self.placement.to_dict() if self.placement is not None else None,
         }
 
 
@@ -222,6 +227,7 @@ class _Ctx:
     span: GroupSpan
     links: Links
     p: CommParams
+    placement: Placement
     gen: str
     ll128: bool
     sharp: bool
@@ -248,9 +254,9 @@ class _Ctx:
         return C.PROTOCOLS if self.ll128 else ("LL", "Simple")
 
 
-def _context(cluster: ClusterSpec, op: str, n: int, ppn: int, p: CommParams) -> _Ctx:
-    nodes = -(-n // ppn)
-    span = group_span(cluster, nodes)
+def _context(cluster: ClusterSpec, op: str, n: int, ppn: int, p: CommParams, pl: Placement | None) -> _Ctx:
+    pl = pl if pl is not None else contiguous_placement(cluster, n, ppn)
+    nodes, span = pl.nodes, pl.span
     lk = links(cluster, ppn, span, p)
     gen = _generation(cluster)
     node = cluster.node
@@ -269,7 +275,7 @@ def _context(cluster: ClusterSpec, op: str, n: int, ppn: int, p: CommParams) -> 
         ll_max = C.LL_MAX_GB_PER_S_MULTI_NODE[vendor][0 if nodes == 2 else 1]
     overhead = p.net_overhead_us_amd if vendor == "amd" else p.net_overhead_us_intel
     extra = max(0.0, fabric.hop_latency_us - p.reference_hop_latency_us) * p.net_latency_scale
-    return _Ctx(cluster, op, n, ppn, nodes, span, lk, p, gen, ll128, sharp, nvls, ll_max, overhead, extra)
+    return _Ctx(cluster, op, n, ppn, nodes, span, lk, p, pl, gen, ll128, sharp, nvls, ll_max, overhead, extra)
 
 
 def _ring_protocol(cx: _Ctx, proto: str, factor: float) -> tuple[float, float]:
@@ -446,7 +452,8 @@ def _params(params: CommParams | None, calibration: Calibration | None) -> CommP
 
 def collective(cluster: ClusterSpec, op: str, nbytes: float | np.ndarray, gpus: int, *,
                ranks_per_node: int | None = None, algorithm: str | None = None, protocol: str | None = None,
-               params: CommParams | None = None, calibration: Calibration | None = None) -> CollectiveResult:
+               params: CommParams | None = None, calibration: Calibration | None = None,
+               placement: np.ndarray | Sequence[int] | None = None) -> CollectiveResult:
     """Time, algbw and busbw of collective ``op`` of ``nbytes`` (nccl-tests size S) over ``gpus`` GPUs.
 
     The group is placed contiguously, ``ranks_per_node`` ranks per node (default ``min(gpus,
@@ -457,8 +464,20 @@ def collective(cluster: ClusterSpec, op: str, nbytes: float | np.ndarray, gpus: 
     when forced; the tuner applies NCCL's medium-size tree correction factors, which only steer the
     choice). Time per candidate: ``latency_us x 1e-6 + S / (algbw x 1e9)`` with
     ``algbw = min(intra, inter, protocol cap)`` (see module docstring).
-    One GPU: no communication, time 0 and busbw 0."""
-    gpus, ppn = _resolve(cluster, op, gpus, ranks_per_node)
+
+    ``placement`` (global GPU indices, ``gpus`` distinct ones; see :mod:`.placement`) replaces the
+    contiguous layout: nodes ``m`` = distinct nodes touched, ranks per node ``p = max_k c_k`` (the busiest
+    node), and the span (leaves, pods, spine fractions) of exactly those nodes. ``ranks_per_node`` may
+    then only repeat ``p``. Node indices with ranks per node: ``placement=nodes_placement(cluster,
+    nodes, p)``. One GPU: no communication, time 0 and busbw 0."""
+    gpus, ppn = _resolve(cluster, op, gpus, ranks_per_node if placement is None else None)
+    pl: Placement | None = None
+    if placement is not None:
+        pl = explicit_placement(cluster, placement, gpus)
+        if ranks_per_node is not None and int(ranks_per_node) != pl.ranks_per_node:
+            raise SpecError(f"ranks_per_node={ranks_per_node} contradicts the placement (its busiest node "
+                            f"holds {pl.ranks_per_node} ranks)")
+        ppn = pl.ranks_per_node
     algo = _norm_choice(algorithm, ALGORITHMS, "algorithm")
     proto = _norm_choice(protocol, PROTOCOLS, "protocol")
     p = _params(params, calibration)
@@ -472,17 +491,17 @@ def collective(cluster: ClusterSpec, op: str, nbytes: float | np.ndarray, gpus: 
         size = np.asarray(nbytes, dtype=float).reshape(-1)
         if np.any(~np.isfinite(size)) or np.any(size < 0):
             raise SpecError("message sizes must be finite and >= 0 bytes")
-    nodes = -(-gpus // ppn)
+    nodes = pl.nodes if pl is not None else -(-gpus // ppn)
     if gpus == 1:
         if scalar:
             return CollectiveResult(op, 1, size_scalar, 0.0, math.inf, 0.0, "none", "none", 1, 1,
-                                    {"latency_s": 0.0, "transfer_s": 0.0, "bottleneck": "none"})
+                                    {"latency_s": 0.0, "transfer_s": 0.0, "bottleneck": "none"}, pl)
         zeros = np.zeros_like(size)
         return CollectiveResult(op, 1, size, zeros, np.full(size.shape, np.inf), zeros.copy(),
                                 np.full(size.shape, "none"), np.full(size.shape, "none"), 1, 1,
                                 {"latency_s": zeros, "transfer_s": zeros,
-                                 "bottleneck": np.full(size.shape, "none")})
-    cx, all_cands = _prepared(cluster, op, gpus, ppn, p)
+                                 "bottleneck": np.full(size.shape, "none")}, pl)
+    cx, all_cands = _prepared(cluster, op, gpus, ppn, p, pl)
     cands = list(all_cands)
     if algo is not None:
         avail = sorted({c.algorithm for c in cands})
@@ -507,13 +526,15 @@ _prepared_cache: dict[tuple, tuple[ClusterSpec, _Ctx, tuple[Candidate, ...]]] = 
 _PREPARED_CACHE_SIZE = 4096
 
 
-def _prepared(cluster: ClusterSpec, op: str, n: int, ppn: int, p: CommParams) -> tuple[_Ctx, tuple[Candidate, ...]]:
-    """Context and candidates of one (cluster, op, group, params), cached by cluster identity."""
-    key = (id(cluster), op, n, ppn, p)
+def _prepared(cluster: ClusterSpec, op: str, n: int, ppn: int, p: CommParams,
+              pl: Placement | None = None) -> tuple[_Ctx, tuple[Candidate, ...]]:
+    """Context and candidates of one (cluster, op, group, params, placement), cached by cluster identity
+    (``pl`` None: contiguous)."""
+    key = (id(cluster), op, n, ppn, p, pl)
     hit = _prepared_cache.get(key)
     if hit is not None and hit[0] is cluster:
         return hit[1], hit[2]
-    cx = _context(cluster, op, n, ppn, p)
+    cx = _context(cluster, op, n, ppn, p, pl)
     cands = tuple(_candidates(cx))
     if len(_prepared_cache) >= _PREPARED_CACHE_SIZE:
         _prepared_cache.pop(next(iter(_prepared_cache)))
@@ -577,7 +598,8 @@ def _evaluate_scalar(cx: _Ctx, cands: list[Candidate], size: float) -> Collectiv
         **_link_breakdown(cx),
     }
     return CollectiveResult(cx.op, cx.n, size, time_s, algbw, algbw * busbw_factor(cx.op, cx.n),
-                            best.algorithm, best.protocol, cx.nodes, cx.ppn, breakdown)
+                            best.algorithm, best.protocol, cx.nodes, cx.ppn, breakdown,
+                            cx.placement)
 
 
 def _evaluate(cx: _Ctx, cands: list[Candidate], size: np.ndarray) -> CollectiveResult:
@@ -616,4 +638,5 @@ def _evaluate(cx: _Ctx, cands: list[Candidate], size: np.ndarray) -> CollectiveR
         "bottleneck": np.where(latency_s >= transfer_s, "latency", links_),
         **_link_breakdown(cx),
     }
-    return CollectiveResult(cx.op, cx.n, size, time_s, algbw, busbw, algos, protos, cx.nodes, cx.ppn, breakdown)
+    return CollectiveResult(cx.op, cx.n, size, time_s, algbw, busbw, algos, protos, cx.nodes, cx.ppn, breakdown,
+                            cx.placement)

@@ -1,12 +1,15 @@
-"""Where a contiguous group of nodes sits on the cluster's network: the one place comm asks topology.
+"""Where a group of nodes sits on the cluster's network: the one place comm asks topology.
 
 ``group_span(cluster, n_nodes)`` returns the topology layer's :class:`~clustertwin.topology.GroupSpan`
 (leaves and pods touched, farthest hops, the bandwidth fractions that a ring and an all-to-all get across
-the spine) for nodes ``0 .. n_nodes-1``. Built topologies are cached per cluster object, so repeated
-collective evaluations on one cluster cost one build.
+the spine) for nodes ``0 .. n_nodes-1``; ``placement_span(cluster, nodes)`` the same for any node set
+(:meth:`~clustertwin.topology.Topology.span_of`, used by explicit placements). Built topologies are
+cached per cluster object, so repeated collective evaluations on one cluster cost one build.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from clustertwin.specs.cluster import ClusterSpec
 from clustertwin.topology import GroupSpan, Topology, build
@@ -30,3 +33,8 @@ def _topology(cluster: ClusterSpec) -> Topology:
 def group_span(cluster: ClusterSpec, n_nodes: int) -> GroupSpan:
     """Span of nodes ``0 .. n_nodes-1`` from the topology layer (cached build)."""
     return _topology(cluster).span(max(int(n_nodes), 1))
+
+
+def placement_span(cluster: ClusterSpec, nodes: np.ndarray) -> GroupSpan:
+    """Span of an arbitrary set of node indices from the topology layer (cached build)."""
+    return _topology(cluster).span_of(nodes)

@@ -14,6 +14,7 @@ cluster size. Conventions (see docs/topology.md):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -53,7 +54,8 @@ class ScaleUpDomain:
 
 @dataclass(frozen=True)
 class GroupSpan:
-    """What a contiguous group of nodes (nodes 0..n-1) sees of the network."""
+    """What a group of nodes sees of the network: nodes 0..n-1 (:meth:`Topology.span`) or any node set
+    (:meth:`Topology.span_of`)."""
 
     nodes: int
     leaves: int
@@ -198,6 +200,72 @@ class Topology:
             a2a = min(a2a, m * (n - 1) / (e_a * e_b * self.nics_per_node))
             ring = min(ring, m / self.nics_per_node)
         return GroupSpan(n, leaves, pods, hops, min(1.0, ring), min(1.0, a2a))
+
+    def span_of(self, nodes: np.ndarray | Sequence[int]) -> GroupSpan:
+        """Span of an arbitrary set of nodes (a scattered placement); ``span_of(arange(n)) == span(n)``.
+
+        Duplicate indices count once; ``n`` below is the number of distinct nodes. Leaves and pods are the
+        distinct ``node_address`` leaf/pod indices. Fat-tree family: ring = 1 on one leaf, else ``1/o``;
+        all-to-all = ``min over touched leaves of min(1, 1/(o_leaf x c_leaf))`` with ``e_leaf`` the group's
+        nodes on that leaf, ``o_leaf = max(1, o x e_leaf / nodes_per_leaf)``, ``c_leaf = (n - e_leaf)/(n - 1)``.
+        Dragonfly+: additionally ``min(., m (n - 1) / (e_a e_b P))`` for the two groups ``a, b`` holding most
+        of the nodes and ring ``min(., m / P)``. Torus: the smallest cyclic extent ``a_d`` covering the
+        coordinates in each dimension (``k_d - largest cyclic gap + 1``) replaces the contiguous sub-block;
+        hops and the bisection cut ``n / a_d`` links (x2 with wrap-around) follow :meth:`_torus_span`.
+        """
+        idx = np.unique(self._check_nodes(nodes).reshape(-1))
+        n = int(idx.size)
+        if n < 1:
+            raise SpecError("a group needs at least one node")
+        if self.kind == "single" and not self.switches:
+            return GroupSpan(n, 0, 1, 0, 1.0, 1.0)
+        addr = self.node_address(idx)
+        if self.kind == "torus3d":
+            return self._torus_span_of(n, addr)
+        leaf_ids, leaf_counts = np.unique(addr["leaf"], return_counts=True)
+        pod_ids, pod_counts = np.unique(addr["pod"], return_counts=True)
+        leaves, pods = int(leaf_ids.size), int(pod_ids.size)
+        a2a = 1.0
+        if leaves > 1:
+            e = leaf_counts.astype(float)
+            o_leaf = np.maximum(1.0, self.oversubscription * e / self.nodes_per_leaf)
+            cross = (n - e) / (n - 1)
+            a2a = float(min(1.0, (1.0 / (o_leaf * cross)).min()))
+        ring = 1.0 if leaves <= 1 else 1.0 / self.oversubscription
+        if n == 1:
+            hops = 0
+        elif leaves == 1:
+            hops = HOPS_SAME_LEAF
+        elif pods == 1:
+            hops = HOPS_VIA_SPINE
+        else:
+            hops = HOPS_DRAGONFLY_GLOBAL if self.kind == "dragonfly+" else HOPS_VIA_CORE
+        if self.kind == "dragonfly+" and pods > 1:
+            m = float(self.layout["global_links_per_pair"])
+            e_b, e_a = np.sort(pod_counts)[-2:].astype(float)
+            a2a = min(a2a, m * (n - 1) / (e_a * e_b * self.nics_per_node))
+            ring = min(ring, m / self.nics_per_node)
+        return GroupSpan(n, leaves, pods, hops, min(1.0, ring), min(1.0, a2a))
+
+    def _torus_span_of(self, n: int, addr: dict[str, np.ndarray]) -> GroupSpan:
+        """Torus span of ``n`` distinct nodes with coordinates ``addr``: per dimension the cyclic extent
+        ``a = k - g + 1`` (``g`` the largest gap between consecutive occupied coordinates, wrapping)."""
+        dims = np.array([int(self.layout[d]) for d in ("x", "y", "z")], dtype=np.int64)
+        ext = np.empty(3, dtype=np.int64)
+        for i, d in enumerate(("x", "y", "z")):
+            c = np.unique(addr[d])
+            k = int(dims[i])
+            gaps = np.diff(np.append(c, c[0] + k))
+            ext[i] = k - int(gaps.max()) + 1
+        if n == 1:
+            return GroupSpan(1, 1, 1, 0, 1.0, 1.0)
+        wrap = (ext == dims) & (dims >= TORUS_WRAP_MIN_K)
+        hops = int(np.where(wrap, ext // 2, ext - 1).sum())
+        cut = ext >= 2
+        cut_links = (n / ext[cut]) * np.where(wrap[cut], 2.0, 1.0)
+        link_gb = float(self.layout["link_gb_per_s"])
+        a2a = float(cut_links.min()) * link_gb / (n * self.injection_gb_per_s / 2.0)
+        return GroupSpan(n, n, 1, hops, 1.0, min(1.0, a2a))
 
     def _leaf_a2a_fraction(self, n: int) -> float:
         """Worst touched leaf: ``min(1, 1/(o_leaf c_leaf))`` for a full leaf (realised
