@@ -23,11 +23,16 @@ For one micro-batch on the busiest pipeline stage, every transformer layer costs
   CP: ring exchange of K and V (forward) and of K, V and their gradients (backward), hidden behind the
   attention core up to ``cp_overlap``; EP: dispatch + combine all-to-all per MoE layer and pass.
 
-The stage adds the output layer and loss (last stage) or embedding (first stage) and pipeline
-send/recv. With m micro-batches, p stages and v virtual chunks (Narayanan et al. 2021):
+The stage adds the output layer and loss (last stage; the loss streams ``LOSS_BYTES_PER_LOGIT``
+bytes per logit through HBM) or embedding (first stage) and pipeline send/recv. With m micro-batches,
+p stages and v virtual chunks, stage times t_i and the slowest stage t_max = layers + output layer:
 
-    step = (m + (p - 1)/v) x stage  x (1 + straggler_per_doubling x log2(nodes))
-           + exposed DP gradient reduce (+ ZeRO parameter gathers) + optimizer
+    pipe   = sum_i t_i + (m - 1) t_max = m t_max + (p - 1)/v x (t_max - output layer) + embedding
+    step   = pipe x (1 + straggler_per_doubling x log2(nodes))
+             + exposed DP gradient reduce (+ ZeRO parameter gathers) + optimizer
+
+(the first micro-batch crosses every stage, the others follow at the slowest stage's pace; with equal
+stages the bubble is Narayanan et al. 2021's (p - 1)/(m v) of the pipelined time).
 
 DP reduction (all-reduce; reduce-scatter + parameter all-gather with ZeRO 1-2; the last gradient
 reduce-scatter with ZeRO-3) overlaps the last micro-batch's backward up to ``dp_overlap``; ZeRO-3
@@ -90,8 +95,13 @@ QKV_POST_BYTES = 2 * BF16_BYTES
 FP8_CAST_BYTES = BF16_BYTES + 2 * FP8_BYTES
 #: MoE token permutation and un-permutation: read + write each routed copy, twice
 MOE_PERMUTE_BYTES_PER_H = 2 * 2 * BF16_BYTES
-#: output layer loss (fp32 softmax cross-entropy): bytes per logit over forward and backward
-LOSS_BYTES_PER_LOGIT = 16
+#: output layer loss: bytes per logit over forward and backward of Megatron's vocab-parallel
+#: cross-entropy (the default, unfused path of Megatron-LM, Megatron-DeepSpeed and Megatron-Core),
+#: which works on an fp32 copy of the 16-bit logits: forward cast to fp32 (read 2 + write 4), max
+#: (read 4), subtract the max (4 + 4), exp (4 + 4), sum (read 4), divide by the sum (4 + 4) = 38;
+#: backward scale the saved softmax by the loss gradient (4 + 4) and cast the gradient back to 16 bit
+#: (4 + 2) = 14. Fused cross-entropy kernels (NeMo's ``cross_entropy_loss_fusion``) move fewer.
+LOSS_BYTES_PER_LOGIT = 38 + 14
 #: kernels per transformer layer forward (Megatron GPT layer: norms, GEMMs, bias/rotary/transposes,
 #: dropout-residual; unfused attention adds baddbmm, softmax, dropout, bmm and a copy)
 KERNELS_FWD_BASE = 14
@@ -390,7 +400,12 @@ def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch
     p2p_host = where(has_pp, 2 * vpp * KERNELS_P2P * params.kernel_host_overhead_s, 0.0)
     p2p = p2p_comm + p2p_host
     stage = lps * layer_time + extra + p2p
-    pipe = (m + (pp - 1) / vpp) * stage
+    # pipeline of unequal stages (the output layer makes the last one the slowest): the first
+    # micro-batch crosses every stage once, the other m - 1 follow at the pace of the slowest, so the
+    # fill and drain cost sum_i t_i - max_i t_i = (p - 1) x the stage without its extra work, plus the
+    # lighter of the two end stages' extras (Narayanan et al. 2021's (p - 1)/v bubble for equal stages)
+    bubble = (pp - 1) / vpp * (stage - extra) + where(lay.pp > 1, fmin(logits_t, emb_t), 0.0)
+    pipe = m * stage + bubble
     nodes = ceil(lay.gpus / gpn)
     imbalance = pipe * params.straggler_per_doubling * log2(fmax(nodes, 1.0))
 
@@ -442,7 +457,7 @@ def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch
     out["bd_cp_comm"] = m * lps * parts["cp"]
     out["bd_ep_comm"] = m * lps * parts["ep"]
     out["bd_pp_comm"] = m * p2p_comm
-    out["bd_bubble"] = (pp - 1) / vpp * stage
+    out["bd_bubble"] = bubble
     out["bd_imbalance"] = imbalance
     out["bd_dp_comm"] = dp_exp
     out["bd_zero3_gather"] = z3_exp
