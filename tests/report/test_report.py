@@ -8,7 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from clustertwin.report import ReportOptions, build_report, escape_json, render_html
+import clustertwin.infer as infer_api
+from clustertwin.report import (
+    InferSettings,
+    ReportOptions,
+    build_report,
+    escape_json,
+    render_html,
+)
+from clustertwin.report.sections import infer_section
 from clustertwin.specs import ClusterSpec, ModelSpec, load
 
 EVIL = "<script>alert('x')</script> & \"q\""
@@ -42,12 +50,13 @@ def test_report_is_self_contained(html: str) -> None:
 
 
 def test_every_section_and_figure_is_present(html: str) -> None:
-    """Plan, scaling, breakdowns, collectives and reliability each render with their plots."""
-    for sid in ("plan", "scaling", "breakdown", "comm", "reliability"):
+    """Plan, scaling, breakdowns, collectives, reliability and inference each render with their plots."""
+    for sid in ("plan", "scaling", "breakdown", "comm", "reliability", "infer"):
         assert f'<section id="{sid}">' in html
     targets = re.findall(r'class="figure-data" data-target="([^"]+)"', html)
     assert sorted(targets) == sorted(re.findall(r'<div class="plot" id="([^"]+)"', html))
-    assert {"fig-scaling", "fig-losses", "fig-step", "fig-memory", "fig-comm", "fig-walltime"} <= set(targets)
+    assert {"fig-scaling", "fig-losses", "fig-step", "fig-memory", "fig-comm", "fig-walltime", "fig-infer-throughput",
+            "fig-infer-tpot"} <= set(targets)
 
 
 def test_figure_json_cannot_close_its_script_element() -> None:
@@ -79,7 +88,7 @@ def test_cli_writes_the_report(cli, tmp_path: Path) -> None:
     r = cli("report", "--cluster", str(cluster), "--model", "llama3-8b", "--global-batch", "64", "--trials", "20",
             "--out", str(out), "--json")
     assert r.code == 0, r.stderr
-    assert json.loads(r.stdout)["sections"] == ["plan", "scaling", "breakdown", "comm", "reliability"]
+    assert json.loads(r.stdout)["sections"] == ["plan", "scaling", "breakdown", "comm", "reliability", "infer"]
     assert out.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
 
 
@@ -87,9 +96,51 @@ def test_cli_writes_the_report(cli, tmp_path: Path) -> None:
     (("--model", "llama3-70c"), "did you mean 'llama3-70b'"),
     (("--trace", "missing.swf"), "trace file not found"),
     (("--trials", "0"), "--trials must be >= 1"),
+    (("--qps", "0"), "--qps, --slo-ttft-ms and --slo-tpot-ms must be > 0"),
+    (("--input-len", "0"), "--input-len and --output-len must be >= 1"),
+    (("--infer-precision", "fp7"), "unsupported precision 'fp7'"),
 ])
 def test_cli_bad_input_is_one_line_exit_2(cli, tmp_path: Path, args, message) -> None:
     """Bad input exits 2 with one line naming the problem."""
     r = cli("report", "--out", str(tmp_path / "r.html"), *args)
     assert r.code == 2
     assert message in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_inference_section_per_tp_and_sizing(small) -> None:
+    """One row per TP degree; more TP leaves more KV cache per GPU (weights split), so the largest batch grows;
+    throughput per GPU and TPOT curves rise with batch; the sizing answer serves the requested rate."""
+    cluster, model = small
+    settings = InferSettings(qps=20.0, slo_ttft_ms=800.0, slo_tpot_ms=40.0)
+    section = infer_section(model, cluster, settings, infer_api)
+    per_tp, best, candidates = section.tables
+    assert [r[0] for r in per_tp.rows] == ["1", "2", "4", "8"]
+    max_batch = [int(r[4].replace(",", "")) for r in per_tp.rows]
+    assert max_batch == sorted(max_batch) and max_batch[0] < max_batch[-1]
+    throughput, tpot = (json.loads(f.json) for f in section.figures)
+    assert [tr["name"] for tr in throughput["data"]] == ["TP 1", "TP 2", "TP 4", "TP 8"]
+    for tr in throughput["data"] + tpot["data"]:
+        assert tr["x"][0] == 1 and tr["y"][-1] > tr["y"][0]
+    sized = dict(best.rows)
+    replicas = int(sized["deployment"].split(", ")[-1].split(" ")[0])
+    assert replicas * float(sized["requests/s per replica"]) >= settings.qps
+    assert sized["meets the SLOs in simulation"] == "yes"
+    assert any(r[2] == "yes" for r in candidates.rows)
+
+
+def test_inference_section_when_nothing_fits() -> None:
+    """A model too large for every TP degree of the node: rows say why, no plot, a note instead."""
+    cluster = load(ClusterSpec, {"node": "dgx-h100", "nodes": 1, "network": {"fabric": "ib-ndr", "topology": "single"}})
+    model = load(ModelSpec, "llama3-405b", kind="model")
+    section = infer_section(model, cluster, InferSettings(), infer_api)
+    assert section.figures == ()
+    assert all("does not fit" in r[-1] for r in section.tables[0].rows)
+    assert any("fits no TP degree" in n for n in section.notes)
+
+
+def test_no_infer_leaves_the_section_out(small) -> None:
+    """``infer=None`` (``--no-infer``) builds the report without the inference section."""
+    cluster, model = small
+    report = build_report(cluster, model, ReportOptions(global_batch=128, tokens=1e11, trials=20, infer=None))
+    assert "infer" not in [s.id for s in report.sections]
+    assert report.omitted == ()

@@ -68,3 +68,24 @@ def test_any_split_into_batches_gives_the_same_rows(result) -> None:
         joined = list(a[name]) + list(b[name])
         assert np.array_equal(np.asarray(joined, dtype=object), np.asarray(col, dtype=object)) or \
             np.allclose(np.asarray(joined, float), np.asarray(col, float), equal_nan=True, rtol=0, atol=0), name
+
+
+@pytest.mark.parametrize("checkpoint", [{"policy": "restart"}, {"policy": "restart", "async_checkpoint": True},
+                                        {"policy": "spares"}, {"policy": "spares", "async_checkpoint": True},
+                                        {"policy": "elastic"}, {"policy": "restart", "interval_s": 1800}])
+def test_run_model_is_bit_identical_to_the_analytic_reliability_model(checkpoint) -> None:
+    """The per-design terms plus the per-point finish give exactly ``analytic`` for every policy and for run
+    lengths shorter than, equal to and many times the checkpoint interval."""
+    import dataclasses
+
+    from clustertwin.reliability import analytic
+    from clustertwin.reliability.analytic import RunModel
+    from clustertwin.sweep.evaluate import _cluster, _model, _scenario
+    from clustertwin.sweep.space import CheckpointChoice
+
+    cluster = _cluster('"ref-1k-h100"', "dgx-h100", 128, "ib-ndr", "rail-optimized")
+    scn, _ = _scenario(cluster, _model("llama3-70b"), CheckpointChoice(**checkpoint))
+    run = RunModel.of(scn)
+    for work in (1.0, 600.0, scn.interval_s, 3.7e5, 2.1e6, 4.4e7):
+        ref = analytic(dataclasses.replace(scn, work_s=work))
+        assert run.wall(work) == (ref.wall_s, ref.ettr, ref.unexpected_interruptions)

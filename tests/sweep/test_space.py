@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
 from clustertwin.errors import SpecError
 from clustertwin.sweep import AXES, load_space, point_ids
-from clustertwin.sweep.space import axis_indices, batches
+from clustertwin.sweep.space import axis_indices, batches, design_batches
 
 BASE = {"model": ["llama3-8b"], "node": ["dgx-h100", "dgx-b200"], "nodes": [2, 4, 8], "fabric": ["ib-ndr"],
         "layout": [{"tp": 8}, {"tp": 4, "pp": 2}], "checkpoint": [{"policy": "restart"}, {"policy": "spares"}]}
@@ -50,3 +52,21 @@ def test_bad_spaces_raise_spec_errors(change, message) -> None:
     with pytest.raises(SpecError) as err:
         load_space({**BASE, **change})
     assert message in str(err.value)
+
+
+def test_design_batches_cut_between_designs() -> None:
+    """Each batch holds whole designs (4 points each here) up to the batch size; a design larger than the
+    batch is split; the batches join back to the ids, also for a random subset."""
+    space = load_space(BASE)
+    ids = point_ids(space)
+    work = design_batches(space, ids, 10)
+    assert [len(b) for b in work] == [8, 8, 8]
+    assert all(len({int(i) // 4 for i in b}) == len(b) // 4 for b in work)
+    assert [len(b) for b in design_batches(space, ids, 3)] == [3, 1] * 6
+    sample = point_ids(load_space({**BASE, "mode": "random", "samples": 15, "seed": 1}))
+    parts = design_batches(space, sample, 5)
+    assert np.array_equal(np.concatenate(parts), sample) and all(len(b) <= 5 for b in parts)
+    designs = [{int(i) // 4 for i in b} for b in parts]
+    assert all(not (a & b) for a, b in itertools.pairwise(designs))
+    with pytest.raises(SpecError, match="batch size must be >= 1"):
+        design_batches(space, ids, 0)

@@ -8,7 +8,7 @@ import typer
 
 from clustertwin.cli.common import ClusterOpt, JsonOpt, err_console, load_cluster, load_model, print_json
 from clustertwin.errors import SpecError
-from clustertwin.report import ReportOptions, build_report, write_report
+from clustertwin.report import InferSettings, ReportOptions, build_report, write_report
 from clustertwin.report.html import DEFAULT_POLICIES
 
 
@@ -24,9 +24,17 @@ def report_command(
     trace: Path | None = typer.Option(None, "--trace", help="Job trace: adds the scheduler comparison."),
     trace_format: str = typer.Option("swf", "--trace-format", help="Format of --trace."),
     policy: list[str] = typer.Option(list(DEFAULT_POLICIES), "--policy", help="Scheduler policy to compare (repeat)."),
+    infer: bool = typer.Option(True, "--infer/--no-infer", help="Include the inference serving section."),
+    infer_precision: str = typer.Option("bf16", "--infer-precision", help="Inference weight precision."),
+    input_len: int = typer.Option(512, "--input-len", help="Inference: prompt tokens per request."),
+    output_len: int = typer.Option(256, "--output-len", help="Inference: generated tokens per request."),
+    qps: float = typer.Option(10.0, "--qps", help="Inference sizing: requests/s to serve."),
+    slo_ttft_ms: float = typer.Option(1000.0, "--slo-ttft-ms", help="Inference sizing: p90 TTFT SLO, ms."),
+    slo_tpot_ms: float = typer.Option(50.0, "--slo-tpot-ms", help="Inference sizing: p90 TPOT SLO, ms."),
     json_out: bool = JsonOpt,
 ) -> None:
-    """Write a self-contained HTML report: plan, scaling, breakdowns, collectives, reliability, scheduling."""
+    """Write a self-contained HTML report: plan, scaling, breakdowns, collectives, reliability, inference,
+    scheduling."""
     spec = load_cluster(cluster)
     mdl = load_model(model)
     if global_batch < 1:
@@ -35,8 +43,14 @@ def report_command(
         raise SpecError(f"--tokens must be > 0 (got {tokens})")
     if trials < 1:
         raise SpecError(f"--trials must be >= 1 (got {trials})")
+    if input_len < 1 or output_len < 1:
+        raise SpecError(f"--input-len and --output-len must be >= 1 (got {input_len}, {output_len})")
+    if qps <= 0 or slo_ttft_ms <= 0 or slo_tpot_ms <= 0:
+        raise SpecError("--qps, --slo-ttft-ms and --slo-tpot-ms must be > 0")
+    settings = InferSettings(precision=infer_precision, input_len=input_len, output_len=output_len, qps=qps,
+                             slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms) if infer else None
     opts = ReportOptions(global_batch=global_batch, precision=precision, tokens=tokens, trials=trials, seed=seed,
-                         trace=trace, trace_format=trace_format, policies=tuple(policy))
+                         trace=trace, trace_format=trace_format, policies=tuple(policy), infer=settings)
     with err_console.status("building report", spinner="dots"):
         report = build_report(spec, mdl, opts)
         path = write_report(report, out)

@@ -112,3 +112,20 @@ def grouped_bars_figure(title: str, categories: list[str], series: dict[str, lis
         fig.add_trace(go.Bar(x=categories, y=values, name=name))
     fig.update_layout(**_layout(title, "", y_title, barmode="group"))
     return to_json(fig)
+
+
+def curves_figure(title: str, x_title: str, y_title: str, series: dict[str, tuple[list[float], list[float]]],
+                  log_x: bool = False, log_y: bool = False) -> str:
+    """One line per series (``name -> (x, y)``), e.g. decode throughput against batch per TP degree."""
+    go = _go()
+    fig = go.Figure()
+    for name, (x, y) in series.items():
+        fig.add_trace(go.Scatter(x=list(x), y=list(y), mode="lines+markers", name=name, marker={"size": 5}))
+    fig.update_layout(**_layout(title, x_title, y_title))
+    if log_x:
+        fig.update_xaxes(type="log")
+    if log_y:
+        fig.update_yaxes(type="log")
+    else:
+        fig.update_yaxes(rangemode="tozero")
+    return to_json(fig)

@@ -1,6 +1,6 @@
 """``clustertwin report``: one self-contained HTML file (plotly.js and every figure inlined; a
 Content-Security-Policy that forbids network fetches) built from the cluster plan, the training model,
-the collective model, the reliability model and, given a trace, the scheduler.
+the collective model, the reliability model, the inference layer and, given a trace, the scheduler.
 
 Escaping: the template is rendered by jinja2 with autoescape on, so every user string (cluster and model
 names, file names, notes) is HTML-escaped; figure JSON is embedded in ``<script type="application/json">``
@@ -11,7 +11,7 @@ the script element; plotly.js is inlined verbatim after checking that it holds n
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -23,11 +23,13 @@ from clustertwin import __version__
 from clustertwin.errors import SpecError
 from clustertwin.plan import plan
 from clustertwin.report.sections import (
+    InferSettings,
     Report,
     Section,
     breakdown_section,
     cluster_label,
     comm_section,
+    infer_section,
     model_label,
     plan_section,
     reliability_section,
@@ -62,6 +64,8 @@ class ReportOptions:
     """Format of ``trace`` (the scheduler layer's reader names)."""
     policies: tuple[str, ...] = DEFAULT_POLICIES
     """Scheduler policies compared."""
+    infer: InferSettings | None = field(default_factory=InferSettings)
+    """Serving workload of the inference section; None leaves the section out."""
 
 
 def escape_json(text: str) -> Markup:
@@ -129,6 +133,12 @@ def build_report(cluster: ClusterSpec, model: ModelSpec, options: ReportOptions 
             omitted.append(f"time to train with failures: {why}")
         else:
             sections.append(reliability_section(best, cluster, opt.tokens, opt.trials, opt.seed, rel))
+    if opt.infer is not None:
+        api, why = _optional("clustertwin.infer", ("estimate", "size", "Deployment", "steady_state"))
+        if api is None:
+            omitted.append(f"inference serving: {why}")
+        else:
+            sections.append(infer_section(model, cluster, opt.infer, api))
     if opt.trace is not None:
         api, why = _sched_api()
         if api is None:

@@ -3,7 +3,9 @@ specs and options; no HTML here (see :mod:`clustertwin.report.html`).
 
 Sections: the cluster plan, the scaling curve with its losses attributed, the step-time and memory
 breakdowns of the best layout, collective bus bandwidth against message size, the wall-time
-distribution with failures, and (given a job trace) the scheduler policies compared.
+distribution with failures, inference serving of the model on the cluster's node (per TP degree,
+throughput and TPOT against batch, a sizing answer) and (given a job trace) the scheduler policies
+compared.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from clustertwin import comm
+from clustertwin.errors import SpecError
 from clustertwin.plan import Plan
 from clustertwin.report import figures
 from clustertwin.specs import ClusterSpec, ModelSpec
@@ -252,3 +255,110 @@ def model_label(model: ModelSpec) -> str:
 def cluster_label(cluster: ClusterSpec) -> str:
     return str(cluster.name or cluster.id or "cluster")
 
+
+
+@dataclass(frozen=True)
+class InferSettings:
+    """The serving workload of the inference section."""
+
+    precision: str = "bf16"
+    """Weight precision of the per-TP curves (KV precision follows the inference layer's default)."""
+    input_len: int = 512
+    """Prompt tokens per request."""
+    output_len: int = 256
+    """Generated tokens per request."""
+    qps: float = 10.0
+    """Request rate the sizing answer serves, requests/s."""
+    slo_ttft_ms: float = 1000.0
+    """Time-to-first-token SLO at ``percentile``, ms."""
+    slo_tpot_ms: float = 50.0
+    """Time-per-output-token SLO at ``percentile``, ms."""
+    percentile: float = 0.9
+    """SLO percentile of the sizing."""
+
+
+INFER_TPS: tuple[int, ...] = (1, 2, 4, 8)
+"""Tensor-parallel degrees of the inference section (those the node and the head count allow)."""
+INFER_CURVE_POINTS = 28
+"""Batch sizes per TP curve (geometric from 1 to the largest batch)."""
+
+
+def _batch_grid(max_batch: int) -> np.ndarray:
+    return np.unique(np.round(np.geomspace(1, max(max_batch, 1), INFER_CURVE_POINTS)))
+
+
+def infer_section(model: ModelSpec, cluster: ClusterSpec, s: InferSettings, infer: Any) -> Section:
+    """Serving ``model`` on the cluster's node: per TP degree the memory split, KV-cache capacity, largest
+    batch and offline throughput; decode throughput and TPOT against batch (continuous-batching steady
+    state); and the cheapest deployment on this node for ``s.qps`` within the SLOs.
+    ``infer`` provides ``estimate``, ``size``, ``Deployment`` and ``steady_state`` (the inference layer)."""
+    node = cluster.node
+    tps = [t for t in INFER_TPS if t <= node.gpus and model.heads % t == 0]
+    rows: list[tuple[str, ...]] = []
+    tput: dict[str, tuple[list[float], list[float]]] = {}
+    tpot: dict[str, tuple[list[float], list[float]]] = {}
+    notes: list[str] = []
+    for tp in tps:
+        dep = infer.Deployment(model, node, tp, 1, s.precision)
+        mem = dep.memory().to_dict()
+        try:
+            est = infer.estimate(model, node, tp=tp, precision=s.precision, input_len=s.input_len,
+                                 output_len=s.output_len)
+        except SpecError as e:
+            rows.append((fmt(tp), fmt(mem["weights_gib"]), fmt(mem["kv_budget_gib"]), "-", "-", "-", "-", "-",
+                         e.message))
+            continue
+        grid = _batch_grid(est.max_batch)
+        ss = infer.steady_state(dep.step_model(), s.input_len, s.output_len, grid)
+        label = f"TP {tp}"
+        tput[label] = (grid.tolist(), (np.asarray(ss["output_tokens_per_s"]) / tp).tolist())
+        tpot[label] = (grid.tolist(), (np.asarray(ss["iteration_s"]) * 1e3).tolist())
+        rows.append((fmt(tp), fmt(mem["weights_gib"]), fmt(mem["kv_budget_gib"]), fmt(mem["kv_capacity_tokens"]),
+                     fmt(est.max_batch), fmt(est.output_tokens_per_s_per_gpu), fmt(est.tpot_ms), fmt(est.ttft_ms),
+                     est.bound))
+    tables = [Table(f"one replica per TP degree, {s.precision} weights, {s.input_len:,} in / {s.output_len:,} out",
+                    ("TP", "weights GiB/GPU", "KV cache GiB/GPU", "KV tokens/replica", "max batch",
+                     "offline output tok/s per GPU", "TPOT, ms", "TTFT, ms", "bound"), tuple(rows))]
+    sized = infer.size(model, [node], qps=s.qps, input_len=s.input_len, output_len=s.output_len,
+                       slo_ttft_ms=s.slo_ttft_ms, slo_tpot_ms=s.slo_tpot_ms, percentile=s.percentile)
+    q = f"p{round(s.percentile * 100)}"
+    best = sized.best
+    if best is None:
+        notes.append(f"No deployment on {node.id or node.name} serves {s.qps:g} requests/s within TTFT "
+                     f"{s.slo_ttft_ms:g} ms and TPOT {s.slo_tpot_ms:g} ms at {q}.")
+    else:
+        v = sized.verification
+        tables.append(Table(f"cheapest deployment for {s.qps:g} requests/s (TTFT {s.slo_ttft_ms:g} ms, "
+                            f"TPOT {s.slo_tpot_ms:g} ms at {q})", ("item", "value"), (
+            ("deployment", f"TP {best.tp}, {best.precision}, {best.replicas:,} replica(s)"),
+            ("GPUs", fmt(best.gpus)), ("requests/s per replica", fmt(best.replica_qps)),
+            ("decode batch per replica", fmt(best.batch)),
+            (f"TTFT / TPOT at {q} (model), ms", f"{fmt(best.ttft_ms)} / {fmt(best.tpot_ms)}"),
+            (f"TTFT / TPOT at {q} (simulated), ms",
+             f"{fmt(v.get(f'ttft_ms_{q}'))} / {fmt(v.get(f'tpot_ms_{q}'))}" if v else "-"),
+            ("meets the SLOs in simulation", fmt(v.get("meets_slo")) if v else "-"),
+            ("USD per hour", f"${best.usd_per_hour:,.2f}"),
+            ("USD per million output tokens", f"${best.usd_per_million_output_tokens:,.3f}"))))
+    cands = tuple((fmt(c.tp), c.precision, fmt(c.feasible), fmt(c.replica_qps), fmt(c.replicas), fmt(c.gpus),
+                   f"${c.usd_per_hour:,.2f}" if math.isfinite(c.usd_per_hour) else "-", c.reason or "")
+                  for c in sized.candidates)
+    tables.append(Table("sizing candidates", ("TP", "precision", "feasible", "req/s per replica", "replicas",
+                                              "GPUs", "USD/h", "reason"), cands))
+    figs: tuple[Figure, ...] = ()
+    if tput:
+        figs = (Figure("fig-infer-throughput", "Decode throughput against batch",
+                       figures.curves_figure("Decode throughput against batch", "decode batch (sequences)",
+                                             "output tokens/s per GPU", tput, log_x=True)),
+                Figure("fig-infer-tpot", "TPOT against batch",
+                       figures.curves_figure("Time per output token against batch", "decode batch (sequences)",
+                                             "TPOT, ms", tpot, log_x=True)))
+    else:
+        notes.append(f"{model_label(model)} at {s.precision} fits no TP degree of one {node.id or node.name} node.")
+    gpu = node.gpu.id or node.gpu.name or "GPU"
+    return Section("infer", "Inference serving",
+                   f"{model_label(model)} served on {gpu} ({node.id or node.name}, up to {node.gpus} GPUs per "
+                   f"replica), {s.input_len:,} prompt and {s.output_len:,} output tokens per request. Curves: "
+                   "continuous-batching steady state (each iteration decodes the batch and prefills new "
+                   "prompts at the same rate) up to the largest batch the KV cache holds; the table's offline "
+                   "figures are those of clustertwin infer estimate, the sizing those of clustertwin infer size.",
+                   tuple(tables), figs, notes=tuple(notes))

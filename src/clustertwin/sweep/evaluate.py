@@ -8,7 +8,10 @@ vectorised call (:func:`clustertwin.train.step.evaluate_layouts`). ``auto`` runs
 per design. Per point, with ``W`` = token budget / tokens per second:
 
 * ``ideal_days = W / 86400``; ``wall_days`` = the analytical expectation of the reliability model
-  (:func:`clustertwin.reliability.analytic`) for ``W`` seconds of work under the checkpoint choice;
+  (:func:`clustertwin.reliability.analytic`) for ``W`` seconds of work under the checkpoint choice. Its
+  work-independent terms (failure rates, restart and downtime terms, the Poisson spare-pool probability,
+  the cost of one checkpointed period) are computed once per (design, checkpoint choice) as a
+  :class:`RunModel`; each point then costs a few float operations, bit-identical to ``analytic``;
 * ``energy_mwh = gpus / gpus_per_node x node power kW x wall hours x PUE / 1000`` (the formula of
   :func:`clustertwin.train.scale.time_to_train`, applied to the wall time with failures);
 * ``cost_usd = gpus x wall hours x USD per GPU-hour`` (the space's price, else the cluster's TCO per
@@ -19,7 +22,7 @@ Every function here is deterministic, so any split of the points into batches gi
 
 from __future__ import annotations
 
-import dataclasses
+import contextlib
 import functools
 import json
 from dataclasses import dataclass
@@ -29,8 +32,9 @@ import numpy as np
 
 from clustertwin.errors import SpecError
 from clustertwin.plan import plan
-from clustertwin.reliability import Scenario, analytic
+from clustertwin.reliability import Scenario
 from clustertwin.reliability import estimate as reliability_estimate
+from clustertwin.reliability.analytic import RunModel
 from clustertwin.specs import ClusterSpec, ModelSpec
 from clustertwin.specs.loading import build, load
 from clustertwin.sweep.schema import COLUMNS
@@ -243,52 +247,83 @@ def _evaluate_design(space: SweepSpace, base_json: str, ax: dict[str, np.ndarray
     per = _evaluate_layouts(space, model, cluster, str(d["precision"]), int(d["global_batch"]),
                             [chosen[k] for k in keys]) if keys else None
     pos = {li: i for i, li in enumerate(keys)}
+    ok_rows: list[np.ndarray] = []
 
-    for r, li, ci in zip(rows.tolist(), lay_idx.tolist(), ck_idx.tolist(), strict=True):
+    # per layout choice, all its rows at once; reliability per (layout, checkpoint) group of rows
+    for li in used:
+        lrows = rows[lay_idx == li]
         if li in layout_reason:
-            cols["status"][r], cols["reason"][r] = "invalid_layout", layout_reason[li]
+            _set_text(cols, "status", lrows, "invalid_layout")
+            _set_text(cols, "reason", lrows, layout_reason[li])
             continue
         c, i = chosen[li], pos[li]
         assert per is not None
         for name, value in (("tp", c.tp), ("pp", c.pp), ("cp", c.cp), ("ep", c.ep), ("vpp", c.vpp),
                             ("micro_batch", c.micro_batch), ("zero", c.zero), ("sequence_parallel", float(c.sp)),
                             ("dp", per["dp"][i])):
-            cols[name][r] = value
-        cols["recompute"][r] = c.recompute
+            cols[name][lrows] = value
+        _set_text(cols, "recompute", lrows, c.recompute)
         if per["reason"][i] is not None:
-            cols["status"][r], cols["reason"][r] = "invalid_layout", per["reason"][i]
+            _set_text(cols, "status", lrows, "invalid_layout")
+            _set_text(cols, "reason", lrows, per["reason"][i])
             continue
         for name in ("step_time_s", "tokens_per_s", "mfu", "memory_gib_per_gpu"):
-            cols[name][r] = per[name][i]
+            cols[name][lrows] = per[name][i]
         if not per["fits"][i]:
-            cols["status"][r] = "out_of_memory"
-            cols["reason"][r] = f"needs {per['memory_gib_per_gpu'][i]:.1f} GiB per GPU"
+            _set_text(cols, "status", lrows, "out_of_memory")
+            _set_text(cols, "reason", lrows, f"needs {per['memory_gib_per_gpu'][i]:.1f} GiB per GPU")
             continue
-        _reliability_and_cost(space, cluster, model, facts, space.checkpoint[ci], r, cols)
+        ok_rows.append(lrows)
+    if not ok_rows:
+        return
+    ok = np.concatenate(ok_rows)
+    ok_ck = ax["checkpoint"][ok]
+    for ci in np.unique(ok_ck).tolist():
+        _reliability_and_cost(space, cluster, model, facts, space.checkpoint[ci], ok[ok_ck == ci], cols)
+
+
+@functools.lru_cache(maxsize=4096)
+def _run_model(cluster: ClusterSpec, model: ModelSpec, ck: CheckpointChoice) -> tuple[RunModel, Scenario, int]:
+    """A design's reliability under one checkpoint choice, built once per process."""
+    scn, spares = _scenario(cluster, model, ck)
+    return RunModel.of(scn), scn, spares
 
 
 def _reliability_and_cost(space: SweepSpace, cluster: ClusterSpec, model: ModelSpec, facts: DesignFacts,
-                          ck: CheckpointChoice, r: int, cols: dict[str, Any]) -> None:
+                          ck: CheckpointChoice, rows: np.ndarray, cols: dict[str, Any]) -> None:
+    """Reliability, energy and cost of the ``rows`` (all of one design and checkpoint choice, training done)."""
     try:
-        scn, spares = _scenario(cluster, model, ck)
+        run, scn, spares = _run_model(cluster, model, ck)
     except SpecError as e:
-        cols["status"][r], cols["reason"][r] = "invalid_checkpoint", str(e)
+        _set_text(cols, "status", rows, "invalid_checkpoint")
+        _set_text(cols, "reason", rows, str(e))
         return
-    work_s = space.tokens / cols["tokens_per_s"][r]
-    res = analytic(dataclasses.replace(scn, work_s=work_s))
-    wall_h = res.wall_s / HOUR_S
+    work = space.tokens / cols["tokens_per_s"][rows]
+    out = np.array([run.wall(w) for w in work.tolist()], dtype=np.float64).reshape(-1, 3)
+    wall_s = out[:, 0]
+    wall_h = wall_s / HOUR_S
     gpu_hours = facts.gpus * wall_h
-    cols["status"][r] = "ok"
-    cols["ideal_days"][r] = work_s / DAY_S
-    cols["wall_days"][r] = res.wall_s / DAY_S
-    cols["ettr"][r] = res.ettr
-    cols["interruptions"][r] = res.unexpected_interruptions
-    cols["checkpoint_interval_s"][r] = scn.interval_s
-    cols["hot_spares"][r] = spares if ck.policy == "spares" else np.nan
-    cols["gpu_hours"][r] = gpu_hours
-    cols["energy_mwh"][r] = (facts.gpus / facts.gpus_per_node * facts.node_power_kw * wall_h * facts.pue
-                             / KWH_PER_MWH)
-    cols["cost_usd"][r] = gpu_hours * facts.usd_per_gpu_hour
+    _set_text(cols, "status", rows, "ok")
+    cols["ideal_days"][rows] = work / DAY_S
+    cols["wall_days"][rows] = wall_s / DAY_S
+    cols["ettr"][rows] = out[:, 1]
+    cols["interruptions"][rows] = out[:, 2]
+    cols["checkpoint_interval_s"][rows] = scn.interval_s
+    cols["hot_spares"][rows] = spares if ck.policy == "spares" else np.nan
+    cols["gpu_hours"][rows] = gpu_hours
+    cols["energy_mwh"][rows] = (facts.gpus / facts.gpus_per_node * facts.node_power_kw * wall_h * facts.pue
+                                / KWH_PER_MWH)
+    cols["cost_usd"][rows] = gpu_hours * facts.usd_per_gpu_hour
+
+
+def preload(space: SweepSpace) -> None:
+    """Parse the catalog, the base cluster and the space's models into this process's caches (a process
+    pool forked afterwards inherits them instead of parsing them once per worker)."""
+    with contextlib.suppress(SpecError):  # a bad base or model is reported per point as invalid_design
+        _base_cluster(json.dumps(space.base, sort_keys=True))
+    for m in space.model:
+        with contextlib.suppress(SpecError):
+            _model(str(m))
 
 
 def evaluate_points(space: SweepSpace, ids: np.ndarray) -> dict[str, Any]:

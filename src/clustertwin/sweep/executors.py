@@ -2,6 +2,9 @@
 and assemble one Arrow table ordered by point id. The evaluation is deterministic, so every executor
 and every batch size gives the same table.
 
+Batches are consecutive point ids cut between designs (:func:`clustertwin.sweep.space.design_batches`), so
+each design's cluster, plan, training evaluation and reliability terms are built by one worker only.
+
 Ray: each task evaluates one batch of point ids (many points per task, so scheduling overhead is paid
 per batch, not per point); the space is put in the object store once. ``address`` connects to a running
 cluster (``auto``, ``host:port`` or ``ray://host:10001``; clustertwin must be installed on its nodes);
@@ -23,9 +26,9 @@ import numpy as np
 import pyarrow as pa
 
 from clustertwin.errors import SpecError
-from clustertwin.sweep.evaluate import NUMERIC_COLUMNS, TEXT_COLUMNS, evaluate_points
+from clustertwin.sweep.evaluate import NUMERIC_COLUMNS, TEXT_COLUMNS, evaluate_points, preload
 from clustertwin.sweep.schema import to_table
-from clustertwin.sweep.space import SweepSpace, batches, point_ids
+from clustertwin.sweep.space import SweepSpace, design_batches, point_ids
 
 EXECUTORS: tuple[str, ...] = ("local", "ray")
 MAX_BATCH_POINTS = 4096
@@ -91,7 +94,7 @@ def run_local(space: SweepSpace, *, processes: int | None = None, batch_points: 
     if procs < 1:
         raise SpecError(f"processes must be >= 1 (got {procs})")
     ids = point_ids(space)
-    work = batches(ids, batch_points or default_batch_points(len(ids), procs))
+    work = design_batches(space, ids, batch_points or default_batch_points(len(ids), procs))
     start = time.perf_counter()
     parts: list[dict[str, Any]] = []
     done = 0
@@ -102,6 +105,7 @@ def run_local(space: SweepSpace, *, processes: int | None = None, batch_points: 
             if progress:
                 progress(done, len(ids))
     else:
+        preload(space)  # catalog and specs parsed once here; forked workers inherit them
         with ProcessPoolExecutor(max_workers=procs, mp_context=mp.get_context(),
                                  initializer=_init_worker, initargs=(space,)) as pool:
             for b, part in zip(work, pool.map(_pool_batch, work), strict=True):
@@ -132,7 +136,7 @@ def run_ray(space: SweepSpace, *, address: str | None = None, batch_points: int 
     try:
         workers = max(int(ray.cluster_resources().get("CPU", 1)), 1)
         ids = point_ids(space)
-        work = batches(ids, batch_points or default_batch_points(len(ids), workers))
+        work = design_batches(space, ids, batch_points or default_batch_points(len(ids), workers))
         start = time.perf_counter()
         task = ray.remote(num_cpus=1)(_ray_batch)
         space_ref = ray.put(space)

@@ -199,3 +199,27 @@ def batches(ids: np.ndarray, batch_points: int) -> list[np.ndarray]:
     if batch_points < 1:
         raise SpecError(f"batch size must be >= 1 (got {batch_points})")
     return [ids[i:i + batch_points] for i in range(0, len(ids), batch_points)]
+
+
+def design_batches(space: SweepSpace, ids: np.ndarray, batch_points: int) -> list[np.ndarray]:
+    """Consecutive slices of the sorted ``ids`` of at most ``batch_points``, cut between designs (a design's
+    points, which differ only in layout and checkpoint, are contiguous ids): a design is evaluated by one
+    task, so no worker rebuilds it. A design with more than ``batch_points`` points is split."""
+    if batch_points < 1:
+        raise SpecError(f"batch size must be >= 1 (got {batch_points})")
+    ids = np.asarray(ids, dtype=np.int64)
+    n = len(ids)
+    block = int(np.prod(space.shape[len(DESIGN_AXES):]))
+    design = ids // block
+    starts = np.flatnonzero(np.r_[True, design[1:] != design[:-1]]) if n else np.empty(0, dtype=np.int64)
+    cuts = np.r_[starts, n]
+    out: list[np.ndarray] = []
+    start = 0
+    while start < n:
+        limit = start + batch_points
+        end = int(cuts[np.searchsorted(cuts, limit, side="right") - 1])
+        if end <= start:  # one design larger than a batch
+            end = min(limit, n)
+        out.append(ids[start:end])
+        start = end
+    return out
