@@ -3,6 +3,7 @@ into one-line messages (exit 2 for bad input, 1 for internal failures), never a 
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 
@@ -33,42 +34,16 @@ def _root(
     """clustertwin: plan, simulate, check and operate AI compute clusters."""
 
 
-def _register() -> None:
-    # one module per command group; each exposes ``register(app)``
-    from clustertwin.cli import (
-        catalog_cmd,
-        comm_cmd,
-        deploy_cmd,
-        diagnose_cmd,
-        exporter_cmd,
-        infer_cmd,
-        node_cmd,
-        plan_cmd,
-        reliability_cmd,
-        report_cmd,
-        sched_cmd,
-        sweep_cmd,
-        train_cmd,
-        validate_cmd,
-    )
+#: command groups, one module each under clustertwin.cli, each exposing ``register(app)``
+COMMAND_MODULES: tuple[str, ...] = (
+    "catalog_cmd", "comm_cmd", "deploy_cmd", "diagnose_cmd", "exporter_cmd", "infer_cmd", "node_cmd",
+    "plan_cmd", "reliability_cmd", "report_cmd", "sched_cmd", "sweep_cmd", "train_cmd", "validate_cmd",
+)
 
-    for mod in (
-        catalog_cmd,
-        comm_cmd,
-        deploy_cmd,
-        diagnose_cmd,
-        exporter_cmd,
-        infer_cmd,
-        node_cmd,
-        plan_cmd,
-        reliability_cmd,
-        report_cmd,
-        sched_cmd,
-        sweep_cmd,
-        train_cmd,
-        validate_cmd,
-    ):
-        mod.register(app)
+
+def _register() -> None:
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"clustertwin.cli.{name}").register(app)
 
 
 _register()

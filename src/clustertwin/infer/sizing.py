@@ -30,7 +30,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
-from scipy.stats import norm
 
 from clustertwin import units
 from clustertwin.errors import SpecError
@@ -118,6 +117,8 @@ def batch_quantile(B: np.ndarray, t: np.ndarray, percentile: float) -> np.ndarra
     variance B) amplified by the load feedback of continuous batching — more requests make every
     iteration slower, so requests stay longer — by ``1/(1 − ε)``, ``ε = d ln t / d ln B`` (linear-noise
     approximation), giving ``B + z_p·√(B/(1 − ε))``."""
+    from scipy.stats import norm  # lazy: scipy.stats costs ~0.8 s at CLI start-up
+
     z = float(norm.ppf(percentile))
     eps = np.clip(np.gradient(np.log(t), np.log(B)) if B.size > 1 else np.zeros_like(B), 0.0, 0.95)
     return B + z * np.sqrt(B / (1.0 - eps))

@@ -27,8 +27,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from scipy.stats import poisson
-
 from clustertwin.reliability.policy import Scenario
 
 
@@ -111,6 +109,8 @@ class RunModel:
         lam_p = sum(scn.rate_per_s[i] for i in plan)
         lam_hw = scn.hardware_rate_per_s
         mean_out = lam_hw * scn.repair_s
+
+        from scipy.stats import poisson  # lazy: scipy.stats costs ~0.8 s at CLI start-up
 
         throughput = 1.0
         if scn.policy == "restart":

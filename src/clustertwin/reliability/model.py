@@ -8,8 +8,6 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from scipy.stats import poisson
-
 from clustertwin.errors import SpecError
 from clustertwin.reliability.analytic import AnalyticResult, analytic
 from clustertwin.reliability.checkpoint import (
@@ -106,6 +104,8 @@ class ReliabilityResult:
 
 def default_hot_spares(hardware_rate_per_s: float, repair_s: float, quantile: float) -> int:
     """Spares = ``quantile`` of the nodes in repair at once, ``Poisson(λ_hw × repair)`` (ByteRobust P99)."""
+    from scipy.stats import poisson  # lazy: scipy.stats costs ~0.8 s at CLI start-up
+
     mean = hardware_rate_per_s * repair_s
     return int(poisson.ppf(quantile, mean)) if mean > 0 else 0
 
