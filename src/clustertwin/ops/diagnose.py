@@ -10,6 +10,8 @@ Log rules (signatures as PyTorch, NCCL, the CUDA runtime and the NVIDIA driver p
 - ``NCCL_NVLS``: ``Failed to bind NVLink SHARP (NVLS) Multicast memory`` (Fabric Manager / NVSwitch state).
 - ``CUDA_OOM``: ``CUDA out of memory. Tried to allocate X. GPU g has a total capacity of T of which F is free
   ... A is allocated by PyTorch, and R is reserved by PyTorch but unallocated`` (older torch: "capacty").
+  Given the job (:class:`~clustertwin.ops.oom_advice.JobContext`), the action comes from the training
+  memory model (:mod:`clustertwin.ops.oom_advice`); without it, generic advice naming the flags.
 - ``CUDA_ECC``: ``uncorrectable ECC error encountered``.
 - ``XID_<code>`` / ``GPU_FELL_OFF_BUS``: kernel-log ``NVRM: Xid`` lines (see :mod:`clustertwin.ops.xid`).
 - ``DRIVER_MISMATCH``: ``CUDA driver version is insufficient for CUDA runtime version``, ``Driver/library
@@ -35,6 +37,7 @@ from typing import Any
 from clustertwin.errors import SpecError
 from clustertwin.ops import ib as ibmod
 from clustertwin.ops.findings import Evidence, Finding, Severity, sort_findings
+from clustertwin.ops.oom_advice import JobContext, OomFinding, advise
 from clustertwin.ops.xid import count_malformed_xid, parse_kernel_log, xid_findings
 from clustertwin.units import GIB, KIB, MIB, TIB, human_bytes
 
@@ -143,20 +146,30 @@ def _gib(n: float) -> str:
     return human_bytes(n)
 
 
+MODEL_FLAGS_HINT = ("for advice from the training memory model give the job's --model, --cluster, --layout and "
+                    "--global-batch (and --seq-len)")
+"""Appended to the generic OOM advice: the flags that enable the model-based advice."""
+
+
 def oom_action(d: dict[str, Any]) -> str:
-    """Advice from the parsed OOM numbers: fragmentation when the reserved-but-unallocated pool could have
-    held the request, otherwise a memory reduction ordered by cost to throughput."""
+    """Generic advice from the parsed OOM numbers: fragmentation when the reserved-but-unallocated pool could
+    have held the request, otherwise a memory reduction ordered by cost to throughput; both name the flags
+    that enable the model-based advice."""
     frag = d.get("reserved_unallocated_bytes", 0.0)
     if frag >= d["requested_bytes"]:
         return (f"fragmentation: {_gib(frag)} is reserved but unallocated, more than the {_gib(d['requested_bytes'])} "
-                "requested; set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True")
+                f"requested; set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; {MODEL_FLAGS_HINT}")
     return ("the model state and activations do not fit: in order of throughput cost, enable selective "
             "activation recompute, halve the micro-batch (keep the global batch with more accumulation), "
             "shard optimizer state (ZeRO-1/2, distributed optimizer), raise tensor or pipeline parallelism, "
-            "or full recompute; check a layout first with 'clustertwin train estimate'")
+            f"or full recompute; check a layout first with 'clustertwin train estimate'; {MODEL_FLAGS_HINT}")
 
 
-def _finding_from_hits(code: str, evs: list[Evidence], details: list[dict[str, Any]]) -> Finding:
+_OOM_FIGURES = ("requested_bytes", "free_bytes", "total_bytes", "allocated_bytes", "reserved_unallocated_bytes")
+
+
+def _finding_from_hits(code: str, evs: list[Evidence], details: list[dict[str, Any]],
+                       job: JobContext | None = None) -> Finding:
     n = len(evs)
     kept = tuple(evs[:MAX_EVIDENCE])
     sev: Severity
@@ -188,7 +201,12 @@ def _finding_from_hits(code: str, evs: list[Evidence], details: list[dict[str, A
         if "allocated_bytes" in d:
             parts.append(f"{_gib(d['allocated_bytes'])} allocated, {_gib(d['reserved_unallocated_bytes'])} "
                          "reserved-unallocated by PyTorch")
-        return Finding("error", code, f"CUDA out of memory ({n}x): " + "; ".join(parts), kept, oom_action(d))
+        figures = tuple((k, float(d[k])) for k in _OOM_FIGURES if k in d)
+        title = f"CUDA out of memory ({n}x): " + "; ".join(parts)
+        if job is None:
+            return OomFinding("error", code, title, kept, oom_action(d), oom=figures)
+        advice = advise(job)
+        return OomFinding("error", code, title, kept, advice.action(d), oom=figures, advice=advice)
     table: dict[str, tuple[Severity, str, str]] = {
         "NCCL_COMM_ERROR": ("error", "NCCL communicator error", "ncclRemoteError: a peer exited or the network "
                             "failed, look at the other ranks' first error; ncclSystemError: check the NIC, "
@@ -258,8 +276,9 @@ def _metrics_findings(text: str, file: str) -> tuple[list[Finding], int, int]:
     return out, rows, malformed
 
 
-def diagnose(paths: Iterable[str | Path]) -> DiagnoseResult:
-    """Read every file (directories recursively) and apply the rules; findings most severe first."""
+def diagnose(paths: Iterable[str | Path], job: JobContext | None = None) -> DiagnoseResult:
+    """Read every file (directories recursively) and apply the rules; findings most severe first.
+    ``job`` (model, cluster, layout) turns the CUDA OOM advice into the memory model's suggestions."""
     files = _files(paths)
     hits = _Hits()
     findings: list[Finding] = []
@@ -290,7 +309,7 @@ def diagnose(paths: Iterable[str | Path]) -> DiagnoseResult:
                                 ibmod.parse_perfquery(text), source=name, line=1)
             findings += ibmod.ib_findings([port])
     for code, evs in hits.lines.items():
-        findings.append(_finding_from_hits(code, evs, hits.details[code]))
+        findings.append(_finding_from_hits(code, evs, hits.details[code], job))
     if malformed:
         findings.append(Finding("info", "MALFORMED_LINES", f"{malformed} malformed line(s) skipped "
                                 "(undecodable bytes, unparsable Xid lines or non-numeric metric rows)", (),
