@@ -3,6 +3,8 @@ CPU GEMM, host memory and storage; the calibration they imply changes a training
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from clustertwin import specs, train
@@ -88,3 +90,35 @@ def test_dist_bench_under_launcher_env(monkeypatch):
     res = dist_bench.run("all_reduce", bm.sweep_sizes(4 * KIB, 64 * KIB, 4), backend="gloo")
     assert res is not None and res.world_size == 1 and [r.size_bytes for r in res.rows] == [4096, 16384, 65536]
     assert all(r.wrong == 0 and r.algbw_gb_per_s > 0 for r in res.rows)
+
+
+def _uneven_worker(rank: int, init_method: str, out_dir: str) -> None:
+    """Rank 1 is slower per call; both ranks must still issue the same number of all_reduce calls."""
+    import time as _time
+
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=2)
+    try:
+        x = torch.ones(1024)
+
+        def call() -> None:
+            if rank == 1:
+                _time.sleep(0.002)
+            dist.all_reduce(x)
+
+        t = bm._timed_collective(call, lambda: None, dist, torch, torch.device("cpu"))
+        (Path(out_dir) / f"rank{rank}").write_text(str(t))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_collective_timing_agrees_on_the_repeat_count_across_ranks(tmp_path):
+    """Per-rank clocks differ; a repeat count decided locally would desynchronise the ranks (gloo aborts)."""
+    import torch.multiprocessing as mp
+
+    mp.start_processes(_uneven_worker, args=(f"tcp://127.0.0.1:{bm._free_port()}", str(tmp_path)), nprocs=2,
+                       join=True, start_method="spawn")
+    times = [float((tmp_path / f"rank{r}").read_text()) for r in (0, 1)]
+    assert all(t >= 0.002 for t in times)  # every call waited for the slow rank

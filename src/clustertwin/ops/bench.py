@@ -19,6 +19,7 @@ that reason, host-memory and storage benchmarks still run.
 from __future__ import annotations
 
 import json
+import math
 import mmap
 import os
 import random
@@ -180,6 +181,29 @@ def _timed(fn: Callable[[], Any], sync: Callable[[], None]) -> float:
         if iters & (iters - 1) == 0 or elapsed == 0.0:
             sync()
             elapsed = time.perf_counter() - t0
+    sync()
+    return (time.perf_counter() - t0) / iters
+
+
+def _timed_collective(fn: Callable[[], Any], sync: Callable[[], None], dist: Any, torch: Any,
+                      dev: Any) -> float:
+    """Mean seconds per call of a collective ``fn``. Every rank must issue the same number of calls, so
+    the repeat count is agreed on (the minimum of each rank's estimate for MIN_TIMED_S, from one probe
+    call after warm-up) rather than decided by each rank's own clock as in :func:`_timed`."""
+    for _ in range(WARMUP_ITERS):
+        fn()
+    sync()
+    t0 = time.perf_counter()
+    fn()
+    sync()
+    probe_s = max(time.perf_counter() - t0, 1e-9)
+    want = torch.tensor([min(MAX_ITERS, max(1, math.ceil(MIN_TIMED_S / probe_s)))], dtype=torch.int64,
+                        device=dev)
+    dist.all_reduce(want, op=dist.ReduceOp.MIN)
+    iters = int(want.item())
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        fn()
     sync()
     return (time.perf_counter() - t0) / iters
 
@@ -393,7 +417,7 @@ def _collective_worker(rank: int, world: int, init_method: str, backend: str, op
             for size in sizes:
                 run, check, count = _op_pair(dist, torch, op, rank, world, size // FLOAT32_BYTES, dev)
                 dist.barrier()
-                t = _timed(run, sync)
+                t = _timed_collective(run, sync, dist, torch, dev)
                 tt = torch.tensor([t], dtype=torch.float64, device=dev)
                 dist.all_reduce(tt, op=dist.ReduceOp.MAX)
                 wrong = torch.tensor([check()], dtype=torch.float64, device=dev)

@@ -17,7 +17,7 @@ from clustertwin.ops.bench import (
     CollectiveResult,
     CollectiveRow,
     _op_pair,
-    _timed,
+    _timed_collective,
     format_nccl_tests,
     sweep_sizes,
 )
@@ -42,7 +42,7 @@ def run(op: str, sizes: list[int], backend: str | None = None) -> CollectiveResu
         for size in sizes:
             fn, check, count = _op_pair(dist, torch, op, rank, world, size // FLOAT32_BYTES, dev)
             dist.barrier()
-            t = torch.tensor([_timed(fn, sync)], dtype=torch.float64, device=dev)
+            t = torch.tensor([_timed_collective(fn, sync, dist, torch, dev)], dtype=torch.float64, device=dev)
             dist.all_reduce(t, op=dist.ReduceOp.MAX)
             wrong = torch.tensor([check()], dtype=torch.float64, device=dev)
             dist.all_reduce(wrong)
