@@ -1,7 +1,7 @@
 """LLM inference: roofline prefill/decode with achieved efficiencies, KV cache (MHA/GQA/MQA/MLA),
 quantisation, continuous-batching simulation, and sizing for a request rate under TTFT/TPOT SLOs."""
 
-from clustertwin.infer.arch import kv_bytes_per_token, param_count, shape
+from clustertwin.infer.arch import kv_bytes_per_token, shape
 from clustertwin.infer.estimator import InferEstimate, estimate, steady_state
 from clustertwin.infer.params import InferParams
 from clustertwin.infer.roofline import Deployment, StepModel
@@ -19,7 +19,6 @@ __all__ = [
     "Workload",
     "estimate",
     "kv_bytes_per_token",
-    "param_count",
     "shape",
     "simulate",
     "size",

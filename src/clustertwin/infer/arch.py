@@ -12,7 +12,8 @@ reports):
 - forward FLOPs per token = ``2 ×`` active linear parameters (+ attention ``4·L·a·d_h·ctx``, causal);
 - KV bytes per token = ``2·L·n_kv·d_h·b_kv`` (MHA/GQA/MQA) or ``L·(c_kv + r_rope)·b_kv`` (MLA).
 
-``param_count`` lives here until the training layer provides one (``clustertwin.train.flops``).
+Total parameter counts are the training layer's (:func:`clustertwin.train.flops.param_count`); the shape
+here splits them into what each token touches (norm weights, which move no FLOPs, are left out).
 """
 
 from __future__ import annotations
@@ -115,11 +116,6 @@ def shape(model: ModelSpec) -> ModelShape:
         params_lm_head=float(V * h), params_embedding=emb, attn_flops_per_ctx_token=attn_flops,
         kv_elems_per_token=kv_elems, mla=mla,
     )
-
-
-def param_count(model: ModelSpec) -> float:
-    """Total parameters (embeddings, output projection unless tied, every expert). Llama-3-8B: 8.03e9."""
-    return shape(model).params_total
 
 
 def weight_bytes_per_elem(precision: str) -> float:
