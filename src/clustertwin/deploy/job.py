@@ -47,11 +47,16 @@ _SAFE_PATH = re.compile(r"^[A-Za-z0-9_./%-]+$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _K8S_RESOURCE = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
+# C0 and C1 controls (U+0085 NEL among them), and the Unicode line/paragraph separators U+2028/U+2029: YAML, and
+# many editors, break lines at each of them, so none may reach a generated comment or header.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
 
 
 def comment_safe(text: object) -> str:
-    """``text`` on one line for a ``#`` comment (shell) or a header: control characters become spaces."""
+    """``text`` on one line for a ``#`` comment (shell/YAML) or a header.
+
+    Every character at which YAML or a shell may break a line (C0/C1 controls, U+0085, U+2028, U+2029) becomes a space.
+    """
     return _CONTROL.sub(" ", str(text)).rstrip()
 
 
@@ -157,49 +162,49 @@ class DeploySpec(Spec):
     @field_validator("partition", "account", "qos")
     @classmethod
     def _slurm_word(cls, v: str | None) -> str | None:
-        if v is not None and not _SLURM_WORD.match(v):
+        if v is not None and not _SLURM_WORD.fullmatch(v):
             raise ValueError(f"{v!r} is not a Slurm name (letters, digits, '_.+-', comma-separated)")
         return v
 
     @field_validator("time_limit")
     @classmethod
     def _time(cls, v: str) -> str:
-        if not _SLURM_TIME.match(v):
+        if not _SLURM_TIME.fullmatch(v):
             raise ValueError(f"{v!r} is not a Slurm time (MM, HH:MM:SS, D-HH:MM:SS)")
         return v
 
     @field_validator("output")
     @classmethod
     def _output(cls, v: str) -> str:
-        if not _SAFE_PATH.match(v):
+        if not _SAFE_PATH.fullmatch(v):
             raise ValueError(f"{v!r}: use letters, digits and '_./%-' in the output pattern")
         return v
 
     @field_validator("namespace", "checkpoint_pvc")
     @classmethod
     def _dns(cls, v: str | None) -> str | None:
-        if v is not None and not (_DNS_LABEL.match(v) and len(v) <= 63):
+        if v is not None and not (_DNS_LABEL.fullmatch(v) and len(v) <= 63):
             raise ValueError(f"{v!r} is not a Kubernetes name (lower-case letters, digits, '-')")
         return v
 
     @field_validator("queue")
     @classmethod
     def _queue(cls, v: str | None) -> str | None:
-        if v is not None and not (_DNS_LABEL.match(v) and len(v) <= 63):
+        if v is not None and not (_DNS_LABEL.fullmatch(v) and len(v) <= 63):
             raise ValueError(f"{v!r} is not a valid Kueue queue name (a label value)")
         return v
 
     @field_validator("topology_label")
     @classmethod
     def _label(cls, v: str | None) -> str | None:
-        if v is not None and not _LABEL_KEY.match(v):
+        if v is not None and not _LABEL_KEY.fullmatch(v):
             raise ValueError(f"{v!r} is not a Kubernetes label key")
         return v
 
     @field_validator("rdma_resource")
     @classmethod
     def _resource(cls, v: str) -> str:
-        if not _K8S_RESOURCE.match(v):
+        if not _K8S_RESOURCE.fullmatch(v):
             raise ValueError(f"{v!r} is not a Kubernetes resource name")
         return v
 
