@@ -19,7 +19,9 @@ import numpy as np
 
 from clustertwin import comm
 from clustertwin.errors import SpecError
+from clustertwin.labels import term_label
 from clustertwin.plan import Plan
+from clustertwin.plan_rows import SECTIONS, plan_rows
 from clustertwin.report import figures
 from clustertwin.specs import ClusterSpec, ModelSpec
 from clustertwin.train.estimate import TrainEstimate
@@ -96,32 +98,13 @@ def fmt(v: Any) -> str:
     return str(v)
 
 
-def _label(path: tuple[str, ...]) -> str:
-    return " / ".join(p.replace("_", " ") for p in path)
-
-
-def flatten(d: dict[str, Any], prefix: tuple[str, ...] = ()) -> list[tuple[str, str]]:
-    """Nested dict -> (label, formatted value) rows; a list of ``{component, usd, basis}`` items becomes
-    one row per component."""
-    rows: list[tuple[str, str]] = []
-    for key, value in d.items():
-        path = (*prefix, str(key))
-        if isinstance(value, dict):
-            rows += flatten(value, path)
-        elif isinstance(value, list) and value and all(isinstance(x, dict) and "component" in x for x in value):
-            for item in value:
-                cell = f"${item['usd']:,.0f}" if item.get("usd") else "-"
-                rows.append((_label((*path, str(item["component"]))), f"{cell} ({item.get('basis', '')})"))
-        else:
-            rows.append((_label(path), fmt(value)))
-    return rows
-
-
 def plan_section(p: Plan) -> Section:
-    """Bill of materials, peak compute, memory, network, storage, facility and cost tables."""
-    d = p.to_dict()
-    tables = tuple(Table(name, ("item", "value"), tuple(flatten(d[name])))
-                   for name in ("compute", "memory", "network", "storage", "facility", "cost") if name in d)
+    """Bill of materials, peak compute, memory, network, storage, facility and cost tables, with the labels of
+    ``clustertwin plan`` (one label map: :func:`clustertwin.plan_rows.plan_rows`)."""
+    rows = plan_rows(p)
+    tables = tuple(Table(name, ("item", "value"), tuple((label.strip(), fmt(v) if v != "" else "")
+                                                         for label, v in rows[name]))
+                   for name in SECTIONS if name in rows)
     return Section("plan", "Cluster plan", "Bill of materials, peak compute, memory, network, storage, power, "
                    "cooling and cost of the cluster (clustertwin plan).", tables, notes=p.warnings)
 
@@ -164,8 +147,8 @@ def breakdown_section(est: TrainEstimate) -> Section:
     """Step-time and memory breakdowns of one layout."""
     lay = est.layout
     layout = ", ".join(f"{k}={v}" for k, v in lay.items())
-    step = {k: float(v) for k, v in est.breakdown.items()}
-    mem_bd = {k: float(v) for k, v in est.memory.breakdown.items()}
+    step = {term_label(k): float(v) for k, v in est.breakdown.items()}
+    mem_bd = {term_label(k): float(v) for k, v in est.memory.breakdown.items()}
     cap = float(est.memory.capacity_gib)
     rows = ((("step time, s", fmt(est.step_time_s)), ("tokens/s", fmt(est.tokens_per_s)), ("MFU", fmt(est.mfu)),
              ("HFU", fmt(est.hfu)), ("memory per GPU, GiB", fmt(est.memory_gib_per_gpu)),
@@ -174,7 +157,8 @@ def breakdown_section(est: TrainEstimate) -> Section:
                    f"The best layout on {est.gpus:,} GPUs: what one optimizer step spends its time on and what "
                    "fills each GPU's memory.",
                    (Table("layout", ("item", "value"), rows),
-                    Table("step time by term", ("term", "seconds"), tuple((k, fmt(v)) for k, v in step.items())),
+                    Table("step time by term", ("term", "seconds"),
+                          tuple((k, fmt(v)) for k, v in step.items())),
                     Table("memory by term", ("term", "GiB"), tuple((k, fmt(v)) for k, v in mem_bd.items()))),
                    (Figure("fig-step", "Step time by term", figures.breakdown_figure("Step time by term", step,
                                                                                       "seconds per step")),
@@ -236,7 +220,7 @@ def sched_section(cluster: ClusterSpec, trace_path: Path, trace_format: str, pol
     metrics = {pol: sched.compute(sched.simulate(sc, trace.jobs, pol)) for pol in policies}
     keys = ("gpu_utilization", "avg_queue_s", "p99_queue_s", "avg_jct_s", "bounded_slowdown", "completed",
             "fragmented_gpus")
-    rows = tuple((k.replace("_", " "), *(fmt(getattr(m, k)) for m in metrics.values())) for k in keys)
+    rows = tuple((term_label(k), *(fmt(getattr(m, k)) for m in metrics.values())) for k in keys)
     hours = {"avg queue, h": [m.avg_queue_s / HOUR_S for m in metrics.values()],
              "p99 queue, h": [m.p99_queue_s / HOUR_S for m in metrics.values()],
              "avg JCT, h": [m.avg_jct_s / HOUR_S for m in metrics.values()]}
