@@ -110,12 +110,13 @@ class FitTable(Table):
 
 
 def table(title: str | None, columns: list[str], rows: list[list[Any]], **kw: Any) -> Table:
-    """A table of formatted cells; numbers are never truncated (:class:`FitTable`)."""
+    """A table of formatted cells; numbers are never truncated (:class:`FitTable`). Cells are plain text, never
+    rich markup, so a value such as ``pip install 'clustertwin[nvml]'`` prints with its brackets."""
     t = FitTable(title=title, title_justify="left", **kw)
     for i, c in enumerate(columns):
         t.add_column(c, justify="left" if i == 0 else "right", overflow="fold")
     for r in rows:
-        t.add_row(*[fmt(v) for v in r])
+        t.add_row(*[v if isinstance(v, Text) else Text(fmt(v)) for v in r])
     return t
 
 
