@@ -102,3 +102,19 @@ def test_every_example_cluster_plans(path):
     power = d["facility"]["power"]
     assert power["it_kw"] >= power["nodes_kw"] > 0
     assert d["cost"]["tco"]["usd_per_gpu_hour"] > 0
+
+
+def test_plan_compares_several_clusters_and_fabrics(cli) -> None:
+    """`--compare` repeats, and `--fabric` shows the first cluster with another fabric (no YAML per fabric)."""
+    import json
+
+    r = cli("plan", "ref-1k-h100", "--compare", "a100-512-1gbe", "--compare", "gb200-nvl72-576", "--json")
+    assert r.code == 0, r.stderr
+    assert len(json.loads(r.stdout)["compare"]) == 3
+    r = cli("plan", "ref-1k-h100", "--fabric", "ib-hdr", "--json")
+    assert r.code == 0, r.stderr
+    a, b = json.loads(r.stdout)["compare"]
+    assert a["network"]["fabric"] == "ib-ndr" and b["network"]["fabric"] == "ib-hdr"
+    assert b["network"]["port_gbit_per_s"] == a["network"]["port_gbit_per_s"] / 2
+    bad = cli("plan", "ref-1k-h100", "--fabric", "ib-nd")
+    assert bad.code == 2 and "ib-ndr" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1

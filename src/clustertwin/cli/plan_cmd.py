@@ -12,6 +12,8 @@ import typer
 from clustertwin.cli.common import DEFAULT_CLUSTER, JsonOpt, console, load_cluster, print_json, table
 from clustertwin.plan import UNNAMED, Plan, plan
 from clustertwin.plan_rows import SECTIONS, plan_rows
+from clustertwin.specs import ClusterSpec
+from clustertwin.specs.loading import build
 
 
 def _render(plans: list[Plan]) -> None:
@@ -45,16 +47,31 @@ def _named(p: Plan, ref: str) -> Plan:
     return replace(p, name=Path(ref).stem)
 
 
+def with_fabric(spec: ClusterSpec, fabric: str) -> ClusterSpec:
+    """``spec`` with its scale-out fabric replaced by catalog fabric ``fabric`` (the switch then defaults to the
+    fabric's own unless the network named one of that fabric's kind); every other field as given."""
+    net = spec.network
+    keep = {k: net.model_dump(mode="python")[k] for k in net.model_fields_set if k not in ("fabric", "switch")}
+    data = spec.model_dump(mode="python")
+    data["network"] = {**keep, "fabric": fabric}
+    out = build(ClusterSpec, data, prefix=("--fabric",))
+    return out.model_copy(update={"name": f"{spec.name or spec.id or 'cluster'} + {fabric}"})
+
+
 def plan_command(
     cluster: str = typer.Argument(DEFAULT_CLUSTER, help="Cluster catalog id or YAML/JSON file."),
     compare: list[str] | None = typer.Option(None, "--compare",
                                              help="Another cluster to show side by side (repeat for more)."),
+    fabric: list[str] | None = typer.Option(None, "--fabric",
+                                            help="Show the (first) cluster with this catalog fabric instead, side "
+                                                 "by side (repeat to compare fabrics)."),
     json_out: bool = JsonOpt,
 ) -> None:
     """Bill of materials, peak compute, memory, network, storage, power, cooling and cost."""
     refs = [cluster, *(compare or [])]
     specs = [load_cluster(ref) for ref in refs]  # every input is validated before any work
     plans = [_named(plan(spec), ref) for spec, ref in zip(specs, refs, strict=True)]
+    plans += [plan(with_fabric(specs[0], f)) for f in fabric or []]
     if json_out:
         print_json(plans[0].to_dict() if len(plans) == 1 else {"compare": [p.to_dict() for p in plans]})
         return
