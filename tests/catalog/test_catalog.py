@@ -36,7 +36,7 @@ SCALE_UP_PER_DIRECTION_GB_PER_S: dict[str, float] = {
 }
 
 #: parts with NVLink SHARP through NVSwitch (Hopper and later)
-NVLS_GPUS = {"h100-sxm", "h200-sxm", "h800-sxm", "h20", "b200", "gb200"}
+NVLS_GPUS = {"h100-sxm", "h200-sxm", "h800-sxm", "h20", "b200", "gb200", "gh200", "h100-sxm-64gb"}
 
 #: parts without tensor/matrix units (no TF32/BF16/FP16-tensor/FP8 peaks)
 NO_TENSOR_UNITS = {"k80"}
