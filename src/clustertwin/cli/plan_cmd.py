@@ -10,6 +10,7 @@ from typing import Any
 import typer
 
 from clustertwin.cli.common import DEFAULT_CLUSTER, JsonOpt, console, load_cluster, print_json, table
+from clustertwin.facility.cost import price_note
 from clustertwin.plan import UNNAMED, Plan, plan
 
 SECTIONS = ("compute", "memory", "network", "storage", "facility", "cost")
@@ -125,6 +126,7 @@ def _rows(p: Plan) -> dict[str, list[tuple[str, Any]]]:
         ("TCO / yr", _usd(t.total_usd_per_year)),
         ("USD per GPU-hour", f"${t.usd_per_gpu_hour:.2f}" + ("" if t.complete else " (lower bound)")),
         ("unpriced components", ", ".join(f.capex.missing) or "none"),
+        ("price confidence", price_note(f.capex)),
     ]
     return {"compute": compute, "memory": memory, "network": network, "storage": storage,
             "facility": fac, "cost": cost}

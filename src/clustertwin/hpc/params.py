@@ -52,6 +52,9 @@ class HPCParams(BaseModel):
     hpcg_bytes_per_flop: float = Field(6.0, gt=0)
     """Memory traffic of HPCG per FLOP (SpMV/MG/SymGS on the 27-point stencil matrix, FP64 values and int32
     indices: ~6 B/FLOP once the vectors miss cache)."""
+    vector_efficiency: float = Field(0.5, gt=0, le=1)
+    """Fraction of the FP64 vector peak a compute-bound stencil kernel sustains (irregular loads, no FMA
+    pairing for every operation)."""
     stencil_overlap: float = Field(0.0, ge=0, le=1)
     """Fraction of the halo exchange hidden behind interior computation (0 = exchange, then compute)."""
 

@@ -58,8 +58,8 @@ class StencilSpec(Spec):
     """FP64 FLOPs per grid point per step (dynamics + physics; weather cores run ~1-5 kFLOP/point)."""
     halo_fields: PositiveInt = 20
     """Fields exchanged in each halo (8 B each per point)."""
-    time_steps: PositiveInt = 1000
-    """Steps to run."""
+    time_steps: PositiveInt = 86400
+    """Steps to run (default: a 10-day forecast at a 10 s step)."""
     decomposition: Literal["2d", "3d"] = "2d"
     """Split x-y only (columns stay on one GPU, as weather models do) or all three axes."""
     gpus: PositiveInt | None = None
