@@ -265,3 +265,34 @@ def time_to_train_cost_label(usd_per_gpu_hour: float) -> str:
     if usd_per_gpu_hour <= 0:
         return "energy cost (USD, estimate; no GPU-hour price given)"
     return f"energy + GPU-hour cost (USD, GPU-hours at ${usd_per_gpu_hour:,.2f}; energy is an estimate)"
+
+
+def cost_cell(usd: float | None, complete: bool) -> str:
+    """A cost for a table: ``$1,234`` or ``$1,234 (lower bound)`` when some component has no price."""
+    if usd is None:
+        return "no price"
+    return f"${usd:,.0f}" + ("" if complete else " (lower bound)")
+
+
+def sweep_price_note(table: Any) -> str:
+    """The line a sweep prints under its fronts: how many designs rank on incomplete prices, and how the
+    prices of the node types in the sweep are known (a pyarrow table with ``node`` and ``price_complete``)."""
+    from clustertwin import catalog
+    from clustertwin.errors import ClusterTwinError
+
+    nodes = sorted({n for n in table["node"].to_pylist() if n})
+    incomplete = table["price_complete"].to_pylist().count(False)
+    conf: dict[str, str] = {}
+    for n in nodes:
+        try:
+            conf[n] = node_price_confidence(catalog.get("node", n)) or "no price"
+        except ClusterTwinError:
+            conf[n] = "inline node"
+    est = [n for n, c in conf.items() if c != "list" and c != "street"]
+    parts = []
+    if incomplete:
+        parts.append(f"{incomplete:,} points rank on incomplete prices (cost shown as a lower bound)")
+    if est:
+        parts.append("estimated node prices: " + ", ".join(f"{n} ({conf[n]})" for n in est))
+    parts.append("network, storage, facility and energy prices are estimates")
+    return "cost: " + "; ".join(parts)
