@@ -2,7 +2,9 @@
 into GPU sub-domains.
 
 Decomposition: ``2d`` splits x and y over a ``px x py`` grid (columns stay whole, as weather models do),
-``3d`` all three axes; each node holds a compact block of sub-domains. Per step, per GPU with
+``3d`` all three axes; each node holds a compact block of sub-domains. Without ``gpus`` the run uses the
+most GPUs (within 3%, whole nodes) whose count splits into a near-square grid, as a user would
+(:func:`clustertwin.hpc.grid.hpl_gpus`; 788 = 4 x 197 would make thin strips). Per step, per GPU with
 ``n = nx ny nz`` local points:
 
 * compute: ``max(n x flops_per_point / (FP64 vector peak x vector_efficiency),
@@ -22,6 +24,7 @@ from typing import Any
 
 from clustertwin.comm import collective
 from clustertwin.errors import SpecError
+from clustertwin.hpc.grid import hpl_gpus
 from clustertwin.hpc.params import DEFAULT_PARAMS, HPCParams
 from clustertwin.hpc.rates import system_power_kw
 from clustertwin.hpc.workloads import StencilSpec
@@ -72,7 +75,9 @@ def stencil(cluster: ClusterSpec, spec: StencilSpec | None = None,
             params: HPCParams = DEFAULT_PARAMS) -> StencilResult:
     """Predicted time per step and to solution of a halo-exchange stencil (module docstring)."""
     spec = spec or StencilSpec()
-    gpus = min(spec.gpus or cluster.total_gpus, cluster.total_gpus)
+    gpus = spec.gpus or hpl_gpus(cluster.total_gpus, cluster.node.gpus)
+    if gpus > cluster.total_gpus:
+        raise SpecError(f"gpus={gpus} exceeds the cluster's {cluster.total_gpus} GPUs", path=("gpus",))
     gx, gy, gz = spec.grid
     split = (*_factor(gpus, 2, (gx, gy)), 1) if spec.decomposition == "2d" else _factor(gpus, 3, (gx, gy, gz))
     local = (gx / split[0], gy / split[1], gz / split[2])

@@ -63,7 +63,7 @@ class StencilSpec(Spec):
     decomposition: Literal["2d", "3d"] = "2d"
     """Split x-y only (columns stay on one GPU, as weather models do) or all three axes."""
     gpus: PositiveInt | None = None
-    """GPUs; default every GPU of the cluster."""
+    """GPUs; default the most (within 3% of the cluster, whole nodes) that split into a near-square grid."""
 
 
 WorkloadSpec = HPLSpec | HPCGSpec | StencilSpec
