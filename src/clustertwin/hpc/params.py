@@ -13,10 +13,11 @@ from pydantic import BaseModel, ConfigDict, Field
 #: HPL runs DGEMM until the board hits its power cap; the clock then drops so that
 #: ``rate <= TDP x GFLOP/s-per-W``. Whole Green500-leading systems reach 60-73 GF/W including host, network
 #: and HPL's own losses, so the device alone sits higher: 4 nm (Hopper 4N) 78, 5 nm (CDNA3 N5, whose matrix
-#: FP64 doubles the peak per clock) 86, 6 nm (CDNA2 N6) 68, 7 nm (Ampere) 32. These four were set once
-#: against the medians of validation/hpl.yaml (see docs/hpc.md); older classes follow the ~2x per two
-#: process nodes of the 7 -> 4 nm step and are not calibrated.
-DGEMM_GFLOPS_PER_W_BY_PROCESS: dict[float, float] = {4: 78.0, 5: 86.0, 6: 68.0, 7: 32.0, 12: 16.0, 16: 11.0,
+#: FP64 doubles the peak per clock) 86, 6 nm (CDNA2 N6) 68, 7 nm (Ampere) 36. The 4-6 nm classes were set
+#: once against the medians of validation/hpl.yaml (see docs/hpc.md); 7 nm sits between the A100 systems
+#: (Perlmutter ~11 TF per GPU, NVIDIA's DGX A100 systems ~14); 12 nm (V100: 7.8 TF at 300 W, DGEMM near
+#: its clock limit) and older classes are not calibrated and leave those parts compute-bound.
+DGEMM_GFLOPS_PER_W_BY_PROCESS: dict[float, float] = {4: 78.0, 5: 86.0, 6: 68.0, 7: 36.0, 12: 24.0, 16: 16.0,
                                                      28: 6.0}
 
 
