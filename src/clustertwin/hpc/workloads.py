@@ -49,7 +49,7 @@ class StencilSpec(Spec):
 
     kind: Literal["stencil"] = "stencil"
     grid: tuple[PositiveInt, PositiveInt, PositiveInt] = (8192, 4096, 128)
-    """Global grid points (x, y, z); the default is ~1.5 km global weather with 128 levels."""
+    """Global grid points (x, y, z); the default is a ~5 km global grid (40,000 km / 8,192) with 128 levels."""
     halo_width: PositiveInt = 3
     """Halo depth in points (a 7th-order advection stencil needs 3)."""
     bytes_per_point: Annotated[float, Field(gt=0)] = 8.0 * 20
