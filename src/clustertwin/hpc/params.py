@@ -43,10 +43,11 @@ class HPCParams(BaseModel):
     verification outside it)."""
     cpu_power_fraction: float = Field(0.5, ge=0, le=1)
     """Host CPU power during GPU HPL as a fraction of its TDP (host cores mostly wait on the GPUs)."""
-    overhead_w_per_gpu_air: float = Field(300.0, ge=0)
-    """Power per GPU besides the GPU board and host CPUs in an air-cooled server (fans, NICs, NVSwitch, host
-    memory and drives, PSU losses; DGX H100: 10.2 kW max for 5.6 kW of GPUs and 0.7 kW of CPUs)."""
-    overhead_w_per_gpu_liquid: float = Field(40.0, ge=0)
+    overhead_fraction_air: float = Field(0.43, ge=0)
+    """Power besides the GPU boards and host CPUs in an air-cooled server, as a fraction of the GPUs' TDP
+    (fans, voltage regulators and PSU losses scale with the heat; NICs, NVSwitch, memory, drives: DGX H100
+    10.2 kW max for 5.6 kW of GPUs and 0.7 kW of CPUs)."""
+    overhead_fraction_liquid: float = Field(0.06, ge=0)
     """The same for a liquid-cooled blade (no fans: NIC, board, pumps, conversion losses)."""
     hbm_efficiency: float = Field(0.80, gt=0, le=1)
     """Sustained fraction of the peak HBM bandwidth a streaming kernel reaches (STREAM-like)."""

@@ -87,12 +87,12 @@ def cooling(node: NodeSpec) -> str:
 
 def system_power_kw(node: NodeSpec, nodes: int, gpus: int, device_w: float,
                     params: HPCParams = DEFAULT_PARAMS) -> tuple[float, dict[str, float]]:
-    """System power during a GPU FP64 run, kW: ``gpus x (device W + overhead per GPU) + nodes x host
-    sockets x CPU TDP x cpu_power_fraction``; the overhead per GPU depends on :func:`cooling` (IT power, no
+    """System power during a GPU FP64 run, kW: ``gpus x (device W + overhead fraction x TDP) + nodes x host
+    sockets x CPU TDP x cpu_power_fraction``; the overhead fraction depends on :func:`cooling` (IT power, no
     facility cooling plant: what TOP500/Green500 list)."""
     gpu_kw = gpus * device_w / W_PER_KW
-    per_gpu = params.overhead_w_per_gpu_air if cooling(node) == "air" else params.overhead_w_per_gpu_liquid
-    overhead_kw = gpus * per_gpu / W_PER_KW
+    frac = params.overhead_fraction_air if cooling(node) == "air" else params.overhead_fraction_liquid
+    overhead_kw = gpus * frac * node.gpu.tdp_w / W_PER_KW
     cpu_kw = 0.0
     if discrete_cpu(node) and node.cpu is not None and node.cpu.tdp_w:
         cpu_kw = nodes * node.cpus * node.cpu.tdp_w * params.cpu_power_fraction / W_PER_KW
