@@ -81,3 +81,8 @@ def test_plan_cost_output_marks_estimates() -> None:
     inline = run_cli("plan", "--json", "ref-1k-h100")
     d = json.loads(inline.stdout)
     assert d["cost"]["capex"]["price_note"].startswith("compute price: list")
+
+
+def test_gpu_without_fp64_is_a_clear_error() -> None:
+    r = run_cli("hpc", "estimate", "hpl", "--cluster", "ascend-910b-64")
+    assert r.code == 2 and "no FP64 peak" in r.stderr
