@@ -63,3 +63,14 @@ def test_predictions_carry_the_physics(result: dict) -> None:
     for c in result["cases"]:
         p = c["predicted"]
         assert 0.3 < p["rmax_over_rpeak"] < 1.0, c["id"]
+
+
+@pytest.mark.parametrize(("case", "message"), [
+    ({"gpu": "h100-sxm", "gpus": 8, "nodes": 1}, "fabric: required field missing"),
+    ({"gpu": "h100-smx", "gpus": 8, "nodes": 1, "fabric": "ib-ndr"}, "did you mean 'h100-sxm'"),
+    ({"gpu": "h100-sxm", "gpus": 8, "nodes": 1, "fabric": "ib-ndr", "nics": 4}, "unknown key 'nics'"),
+    ({"gpu": "h100-sxm", "gpus": 4, "nodes": 8, "fabric": "ib-ndr"}, "expected 1 <= nodes <= gpus"),
+])
+def test_bad_cases_are_reported_not_raised(case: dict, message: str) -> None:
+    res = validate.evaluate_case({"id": "bad", "kind": "hpl", "measured": {"rmax_pflops": 1.0}, **case})
+    assert res.error is not None and message in res.error

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clustertwin.comm import collective
+from clustertwin.errors import SpecError
 from clustertwin.hpc.params import DEFAULT_PARAMS, HPCParams
 from clustertwin.hpc.rates import system_power_kw
 from clustertwin.hpc.workloads import HPCGSpec
@@ -61,7 +62,9 @@ class HPCGResult:
 def hpcg(cluster: ClusterSpec, spec: HPCGSpec | None = None, params: HPCParams = DEFAULT_PARAMS) -> HPCGResult:
     """Predicted HPCG rate of ``cluster`` (formulas in the module docstring)."""
     spec = spec or HPCGSpec()
-    gpus = min(spec.gpus or cluster.total_gpus, cluster.total_gpus)
+    gpus = spec.gpus or cluster.total_gpus
+    if gpus > cluster.total_gpus:
+        raise SpecError(f"gpus={gpus} exceeds the cluster's {cluster.total_gpus} GPUs", path=("gpus",))
     nx, ny, nz = spec.local_grid
     points = float(nx * ny * nz)
     flops = flops_per_iteration(points)
