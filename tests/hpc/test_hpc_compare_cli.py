@@ -86,3 +86,11 @@ def test_plan_cost_output_marks_estimates() -> None:
 def test_gpu_without_fp64_is_a_clear_error() -> None:
     r = run_cli("hpc", "estimate", "hpl", "--cluster", "ascend-910b-64")
     assert r.code == 2 and "no FP64 peak" in r.stderr
+
+
+def test_compare_on_one_fabric() -> None:
+    res = compare(StencilSpec(), BUDGET_USD, nodes=["mi300a-4", "l40s-8"], fabric="slingshot-11")
+    assert all(r.result.detail is not None for r in res.rows)
+    assert res.ratio("mi300a-4", "l40s-8") > 2.0
+    bad = run_cli("hpc", "compare", "--budget", "2e7", "--fabric", "slingshot")
+    assert bad.code == 2 and "did you mean 'slingshot-11'" in bad.stderr

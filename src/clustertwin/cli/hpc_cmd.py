@@ -89,12 +89,14 @@ def compare_command(
     budget: float = typer.Option(..., "--budget", help="Hardware budget, USD (nodes + network)."),
     nodes: str | None = typer.Option(None, "--nodes", help="Comma-separated node catalog ids (default: all priced "
                                                            "nodes with FP64 units)."),
+    fabric: str | None = typer.Option(None, "--fabric", help="Fabric catalog id for every candidate (default: "
+                                                             "InfiniBand at each node's NIC rate)."),
     json_out: bool = JsonOpt,
 ) -> None:
     """Which GPU type and count gives the most FP64 work for a budget, per dollar and per watt, and why."""
     w = load_workload(workload)
     ids = [s.strip() for s in nodes.split(",") if s.strip()] if nodes else None
-    res = compare(w, budget, ids)
+    res = compare(w, budget, ids, fabric=fabric)
     if json_out:
         print_json(res)
         return

@@ -101,7 +101,8 @@ def _hardware_usd(cluster: specs.ClusterSpec) -> tuple[float, bool, tuple[str, .
     return usd, complete, est, compute.confidence
 
 
-def _size(node_id: str, budget_usd: float) -> tuple[specs.ClusterSpec, float, tuple[str, ...], str] | str:
+def _size(node_id: str, budget_usd: float,
+          fabric: str | None = None) -> tuple[specs.ClusterSpec, float, tuple[str, ...], str] | str:
     node = catalog.get("node", node_id)
     if node.price_usd is None:
         return "no price in the catalog"
@@ -109,7 +110,10 @@ def _size(node_id: str, budget_usd: float) -> tuple[specs.ClusterSpec, float, tu
     for _ in range(MAX_SIZING_ROUNDS):
         if n < 1:
             return f"the budget buys no node (${node.price_usd:,.0f} each plus network)"
-        cluster = specs.build(specs.ClusterSpec, {"name": f"{node_id}x{n}", "node": node_id, "nodes": n})
+        data: dict[str, Any] = {"name": f"{node_id}x{n}", "node": node_id, "nodes": n}
+        if fabric is not None:
+            data["network"] = {"fabric": fabric}
+        cluster = specs.build(specs.ClusterSpec, data)
         usd, complete, est, conf = _hardware_usd(cluster)
         if not complete:
             return "part of the network has no price"
@@ -134,8 +138,12 @@ def _reason(row_gpu: Any, res: WorkloadResult, usd_per_gpu: float, conf: str) ->
 
 
 def compare(workload: WorkloadSpec, budget_usd: float, nodes: list[str] | None = None,
-            params: HPCParams = DEFAULT_PARAMS) -> CompareResult:
-    """Rank node types by the FP64 work ``workload`` gets from ``budget_usd`` (module docstring)."""
+            params: HPCParams = DEFAULT_PARAMS, fabric: str | None = None) -> CompareResult:
+    """Rank node types by the FP64 work ``workload`` gets from ``budget_usd`` (module docstring). The network
+    is the cluster default (InfiniBand at the nodes' NIC rate, rail-optimised) unless ``fabric`` names a
+    catalog fabric for every candidate."""
+    if fabric is not None:
+        catalog.get("fabric", fabric)  # unknown id -> one-line error with the nearest id
     if not budget_usd > 0:
         raise SpecError(f"budget must be > 0 USD (got {budget_usd})", path=("budget",))
     candidates = nodes or default_candidates()
@@ -146,7 +154,7 @@ def compare(workload: WorkloadSpec, budget_usd: float, nodes: list[str] | None =
         if not node.gpu.gemm_peak_tflops("fp64"):
             skipped[nid] = "GPU has no FP64 units"
             continue
-        sized = _size(nid, budget_usd)
+        sized = _size(nid, budget_usd, fabric)
         if isinstance(sized, str):
             skipped[nid] = sized
             continue
