@@ -101,3 +101,13 @@ def test_workload_loading_errors(tmp_path) -> None:
         load_workload(str(f))
     f.write_text("kind: hpl\nnb: 256\n")
     assert load_workload(str(f)).nb == 256
+
+
+def test_an_elongated_grid_and_a_wide_panel_cost_efficiency() -> None:
+    c = _cluster(nodes=8, fabric="ib-hdr")
+    square = hpl(c, HPLSpec(n=400_384, p=8, q=8))
+    row = hpl(c, HPLSpec(n=400_384, p=1, q=64))
+    assert row.rmax_pflops < square.rmax_pflops
+    assert row.breakdown["panel_factorisation_s"] > square.breakdown["panel_factorisation_s"]
+    wide = hpl(c, HPLSpec(n=400_384, nb=4096, p=8, q=8))
+    assert wide.breakdown["panel_factorisation_s"] > square.breakdown["panel_factorisation_s"]
