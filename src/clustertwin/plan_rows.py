@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from clustertwin.facility.cost import price_note
 from clustertwin.plan import Plan
 
 SECTIONS = ("compute", "memory", "network", "storage", "facility", "cost")
@@ -121,6 +122,7 @@ def plan_rows(p: Plan) -> dict[str, list[tuple[str, Any]]]:
         ("TCO / yr", _usd(t.total_usd_per_year)),
         ("USD per GPU-hour", f"${t.usd_per_gpu_hour:.2f}" + ("" if t.complete else " (lower bound)")),
         ("unpriced components", ", ".join(f.capex.missing) or "none"),
+        ("price confidence", price_note(f.capex)),
     ]
     return {"compute": compute, "memory": memory, "network": network, "storage": storage,
             "facility": fac, "cost": cost}

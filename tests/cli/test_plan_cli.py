@@ -50,7 +50,10 @@ def test_plan_json_has_stable_sections_and_unit_keys():
     assert {"facility_kw", "annual_mwh", "annual_energy_usd", "pue"} <= set(d["facility"]["energy"])
     assert set(d["cost"]) == {"capex", "tco"}
     assert {"tco_usd_per_year", "usd_per_gpu_hour"} <= set(d["cost"]["tco"])
-    assert all(item["source"] and item["estimate"] for item in d["cost"]["capex"]["items"])
+    items = d["cost"]["capex"]["items"]
+    assert all(item["source"] and item["confidence"] in ("list", "street", "cloud", "estimate") for item in items)
+    assert all(item["estimate"] == (item["confidence"] == "estimate") for item in items)
+    assert d["cost"]["capex"]["price_note"]
 
 
 def test_reference_figures():

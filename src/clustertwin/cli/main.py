@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "deploy": ("deploy_cmd", "Generate a Slurm script or Kubernetes manifests for a training job."),
     "diagnose": ("diagnose_cmd", "Find the cause of a failed job in its logs (NCCL, OOM, Xid, IB, driver)."),
     "exporter": ("exporter_cmd", "Serve GPU metrics for Prometheus, or write alert rules."),
+    "hpc": ("hpc_cmd", "Science workloads (HPL, HPCG, stencil): estimate one, or compare GPUs on a budget."),
     "infer": ("infer_cmd", "Inference: latency and throughput of a deployment, or the GPUs an SLO needs."),
     "node": ("node_cmd", "Check, benchmark and validate a real node."),
     "plan": ("plan_cmd", "Bill of materials, peak compute, memory, network, storage, power, cooling and cost."),

@@ -346,3 +346,40 @@ def infer_section(model: ModelSpec, cluster: ClusterSpec, s: InferSettings, infe
                    "prompts at the same rate) up to the largest batch the KV cache holds; the table's offline "
                    "figures are those of clustertwin infer estimate, the sizing those of clustertwin infer size.",
                    tuple(tables), figs, notes=tuple(notes))
+
+
+def hpc_section(cluster: ClusterSpec) -> Section:
+    """FP64 science workloads on the cluster (clustertwin hpc estimate): HPL, HPCG and the default
+    halo-exchange stencil, with what limits each."""
+    from clustertwin.errors import SpecError as _SpecError
+    from clustertwin.hpc.hpcg import hpcg
+    from clustertwin.hpc.hpl import hpl
+    from clustertwin.hpc.stencil import stencil
+
+    h, g = hpl(cluster), hpcg(cluster)
+    notes = ["HPCG and stencil power assume the devices at TDP (upper bound)."]
+    try:
+        s = stencil(cluster)
+    except _SpecError as e:
+        s = None
+        notes.append(f"default stencil left out: {e}")
+    d = h.device
+    rows: tuple[tuple[str, str], ...] = (
+        ("HPL Rpeak, PFLOP/s", fmt(h.rpeak_pflops)),
+        ("HPL Rmax, PFLOP/s", fmt(h.rmax_pflops)),
+        ("HPL Rmax / Rpeak", fmt(h.efficiency)),
+        ("HPL N, NB, P x Q", f"{h.n:,}, {h.nb}, {h.p} x {h.q}"),
+        ("HPL run time, s", fmt(h.time_s)),
+        ("DGEMM per GPU, TFLOP/s", f"{fmt(d.dgemm_tflops)} ({d.limited_by}-bound; FP64 GEMM peak {fmt(d.peak_tflops)})"),
+        ("HPL power, kW", fmt(h.power_kw)),
+        ("HPL GFLOP/s per W", fmt(h.gflops_per_w)),
+        ("HPCG, PFLOP/s", fmt(g.pflops)),
+    )
+    if s is not None:
+        rows += (("stencil step, ms", f"{fmt(s.step_s * 1e3)} ({s.bound}-bound, "
+                                      f"{'x'.join(map(str, s.decomposition))} split)"),
+                 ("stencil run, hours", fmt(s.time_s / 3600)))
+    return Section("hpc", "Science computing (FP64)",
+                   "TOP500-style HPL, HPCG and a weather-style halo-exchange stencil on this cluster "
+                   "(clustertwin hpc estimate; model and calibration in docs/hpc.md).",
+                   (Table("FP64 workloads", ("quantity", "value"), rows),), notes=tuple(notes))
