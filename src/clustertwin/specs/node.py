@@ -35,6 +35,17 @@ class NICSpec(Spec):
     """NIC model (ConnectX-7 ...)."""
 
 
+class PCIeGroupSpec(Spec):
+    """GPUs and NICs behind one PCIe switch, and the CPU socket (NUMA node) it hangs off."""
+
+    gpus: tuple[NonNegInt, ...]
+    """Local GPU indices under this PCIe switch."""
+    nics: tuple[NonNegInt, ...]
+    """Local compute-NIC indices under this PCIe switch."""
+    numa: NonNegInt = 0
+    """CPU socket (NUMA node) of the switch's root port."""
+
+
 class NodeSpec(Sourced):
     """One server. For GB200 NVL72 the 'node' is the rack-scale NVLink domain of 72 GPUs."""
 
@@ -46,6 +57,13 @@ class NodeSpec(Sourced):
     """Scale-up interconnect."""
     nics: NICSpec = NICSpec()
     """Compute-fabric NICs."""
+    storage_nics: NICSpec | None = None
+    """Storage/in-band NICs (DGX H100: 2 x 400G ConnectX-7 for storage); None: one compute-fabric port's
+    rate is assumed for storage traffic (the checkpoint model's convention)."""
+    pcie: tuple[PCIeGroupSpec, ...] | None = None
+    """GPU-NIC affinity: PCIe switch groups (from the vendor block diagram); None: unknown layout."""
+    socket_link_gb_per_s: PositiveFloat | None = None
+    """CPU-to-CPU (UPI / xGMI) bandwidth per direction, GB/s: what cross-socket GPU-NIC traffic shares."""
     cpu: Annotated[CPUSpec, preset("cpu")] | None = None
     """CPU preset id or inline CPU spec."""
     cpus: NonNegInt = 2
@@ -69,6 +87,22 @@ class NodeSpec(Sourced):
             su = self.scale_up.model_copy(update={"gb_per_s": self.gpu.scale_up_gb_per_s})
             object.__setattr__(self, "scale_up", su)
         return self
+
+    @model_validator(mode="after")
+    def _pcie_indices(self) -> NodeSpec:
+        if self.pcie is not None:
+            gpus = sorted(g for grp in self.pcie for g in grp.gpus)
+            nics = sorted(n for grp in self.pcie for n in grp.nics)
+            if gpus != list(range(self.gpus)):
+                raise ValueError(f"pcie groups must list GPUs 0..{self.gpus - 1} once each (got {gpus})")
+            if len(set(nics)) != len(nics) or (nics and nics[-1] >= self.nics.count):
+                raise ValueError(f"pcie groups must list NICs from 0..{self.nics.count - 1} at most once (got {nics})")
+        return self
+
+    @property
+    def host_cores(self) -> int | None:
+        """CPU cores of the node (sockets x cores per socket), None when the CPU is unknown."""
+        return None if self.cpu is None else self.cpu.cores * self.cpus
 
     @property
     def scale_up_gb_per_s(self) -> float:
