@@ -25,6 +25,7 @@ EVALUATORS: dict[str, str] = {
     "train_run": "clustertwin.train.validation:evaluate_run",
     "infer": "clustertwin.infer.validation:evaluate",
     "reliability": "clustertwin.reliability.validation:evaluate",
+    "data_loading": "clustertwin.datapath.validation:evaluate",
 }
 
 
