@@ -36,7 +36,7 @@ def _root(
 
 #: command groups, one module each under clustertwin.cli, each exposing ``register(app)``
 COMMAND_MODULES: tuple[str, ...] = (
-    "catalog_cmd", "comm_cmd", "deploy_cmd", "diagnose_cmd", "exporter_cmd", "infer_cmd", "node_cmd",
+    "catalog_cmd", "comm_cmd", "deploy_cmd", "diagnose_cmd", "explain_cmd", "exporter_cmd", "infer_cmd", "node_cmd",
     "plan_cmd", "reliability_cmd", "report_cmd", "sched_cmd", "sweep_cmd", "train_cmd", "validate_cmd",
 )
 

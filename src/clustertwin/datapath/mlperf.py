@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from clustertwin.datapath.dataset import DatasetSpec
-from clustertwin.datapath.params import ETA_NET, DataParams
+from clustertwin.datapath.params import DataParams
 from clustertwin.datapath.path import path_stages
 from clustertwin.errors import SpecError, did_you_mean
 from clustertwin.specs import ClusterSpec, StorageSpec
@@ -59,20 +59,26 @@ class Workload:
 WORKLOADS: dict[str, Workload] = {
     "unet3d": Workload("unet3d", 146_600_628, 7, {"h100": 0.323, "a100": 0.636}, 0.9, "random", 1, 0.0),
     "resnet50": Workload("resnet50", 114_660, 400, {"h100": 0.224, "a100": 0.435}, 0.9, "sequential", 1251,
-                         2.2e-4),
+                         2.6e-4),
     "cosmoflow": Workload("cosmoflow", 2_828_486, 1, {"h100": 0.00350, "a100": 0.00551}, 0.7, "random", 1,
-                          8.5e-3),
+                          8.0e-3),
 }
 
 DLIO_CLIENT_CEILING_GB_PER_S: dict[str, float] = {
-    "lustre": 6.2, "gpfs": 6.2, "nfs": 6.4, "nvme-of": 40.0, "rdma": 60.0, "fuse": 12.0, "object": 6.4,
-    "local": 40.0,
+    "lustre": 8.1, "gpfs": 8.1, "nfs": 5.8, "nvme-of": 43.0, "rdma": 59.0, "fuse": 89.0, "object": 5.8,
+    "local": 43.0,
 }
 """Per-client read ceiling of a DLIO benchmark host by client protocol, GB/s (fitted; module docstring).
-Lustre and NFS clients of v1.0 hosts stop near 6 GB/s whatever their NICs (single mount, default
-striping / nconnect); NVMe-oF block volumes and vendor RDMA clients scale with the NICs."""
+Lustre and NFS clients of v1.0 hosts stop at 6-8 GB/s whatever their NICs (single mount, default
+striping / nconnect); NVMe-oF block volumes and vendor RDMA clients scale with the NICs. gpfs, object and
+local have no v1.0 rows and take the nearest protocol's value (lustre, nfs, nvme-of)."""
+DLIO_ETA_NET = 0.63
+"""Fraction of a benchmark host's NIC line rate its reads reach (fitted)."""
+DLIO_ETA_STORAGE_NET = 0.52
+"""Fraction of the storage servers' port line rate delivered to many DLIO clients (fitted)."""
 
-DLIO_PARAMS = DataParams(eta_net=ETA_NET, loader_cores_fraction=1.0, serial_client=True,
+DLIO_PARAMS = DataParams(eta_net=DLIO_ETA_NET, eta_storage_net=DLIO_ETA_STORAGE_NET, loader_cores_fraction=1.0,
+                         serial_client=True,
                          client_ceiling_gb_per_s=DLIO_CLIENT_CEILING_GB_PER_S)
 """DLIO runs one reader per emulated accelerator on every host core (loader fraction 1)."""
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-ETA_NET = 0.70
-"""Fraction of storage-network line rate that file reads achieve (protocol headers, RPC gaps, ECMP/incast).
-Fitted together with the DLIO client ceilings on the MLPerf Storage v1.0 rows (0.70); the DDN DGX B200
-figure (96% on a tuned 800G node) is an upper bound."""
+ETA_NET = 0.9
+"""Fraction of storage-network line rate a tuned production client's file reads achieve: DDN measured 96%
+of 800 Gbit/s per DGX B200 (validation source ``ddn_b200_blog``); the DGX SuperPOD H100 RA targets 80 of
+100 GB/s per node. The DLIO benchmark hosts reach less (:data:`clustertwin.datapath.mlperf.DLIO_PARAMS`)."""
 METADATA_OPS_PER_FILE = 2.0
 """Metadata operations per file read: open (with lookup) and close (getattr), as counted by mdtest."""
 LOADER_CORES_FRACTION = 0.5

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from clustertwin.datapath.mlperf import mlperf_storage
 from clustertwin.catalog import store
+from clustertwin.datapath.mlperf import mlperf_storage
 from clustertwin.errors import SpecError
 from clustertwin.specs import StorageSpec
 from clustertwin.specs.loading import build

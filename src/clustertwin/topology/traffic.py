@@ -203,7 +203,7 @@ def _tier(a: np.ndarray, a_next: np.ndarray, w: np.ndarray, pattern: str, cap: f
     else:
         gid = np.repeat(np.arange(n_groups), n)
         key = gid * nb + a.reshape(-1)
-        uk, inv, cnt = np.unique(key, return_inverse=True, return_counts=True)
+        _, inv, cnt = np.unique(key, return_inverse=True, return_counts=True)
         e = cnt[inv].reshape(a.shape).astype(float)  # members of the row's group on the same block
         send = w * (n - e) / (n - 1)  # each member's traffic leaving its block
         load = np.bincount(a.reshape(-1), weights=send.reshape(-1), minlength=nb)  # in == out by symmetry
