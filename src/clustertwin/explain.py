@@ -24,8 +24,9 @@ from clustertwin.units import GB, GIB
 NEGLIGIBLE_FRACTION = 0.05
 """A stage costing less than 5% of the step is not called a bottleneck."""
 COMM_KEYS = ("tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm", "zero3_gather")
-SCALE_OUT_KEYS = ("dp_comm", "zero3_gather")
-"""Exposed data-parallel synchronisation: charged to the network stage (the other terms to collectives)."""
+SCALE_OUT_KEYS = ("dp_comm", "zero3_gather", "pp_comm")
+"""Exposed DP synchronisation and pipeline send/recv (between nodes): charged to the network stage; the
+other terms (TP/CP/EP, bubble) to collectives."""
 
 
 @dataclass(frozen=True)
@@ -141,7 +142,7 @@ def _network_stage(cluster: ClusterSpec, model: ModelSpec, est, placement: str) 
     return PathStage("network", r.per_node_gb_per_s, demand, "GB/s per node", cost,
                      f"{pp} x DP rings of {size} nodes ({placement}) get {r.fraction:.0%} of "
                      f"{topo.injection_gb_per_s:g} GB/s injection, bound by {r.bottleneck}, "
-                     f"{r.mean_hops:.2g} switch hops per ring edge; exposed DP sync {cost:.3g} s")
+                     f"{r.mean_hops:.2g} switch hops per ring edge; exposed DP sync and PP transfers {cost:.3g} s")
 
 
 def _memory_stage(cluster: ClusterSpec, est) -> PathStage:

@@ -62,6 +62,9 @@ class NodeSpec(Sourced):
     rate is assumed for storage traffic (the checkpoint model's convention)."""
     pcie: tuple[PCIeGroupSpec, ...] | None = None
     """GPU-NIC affinity: PCIe switch groups (from the vendor block diagram); None: unknown layout."""
+    gpu_to_nic: tuple[NonNegInt, ...] | None = None
+    """NIC used by each GPU's scale-out traffic (as set by NCCL_IB_HCA / a container's device order);
+    None: NCCL's choice, the NIC under the GPU's PCIe switch. ``plan`` warns on a misaligned mapping."""
     socket_link_gb_per_s: PositiveFloat | None = None
     """CPU-to-CPU (UPI / xGMI) bandwidth per direction, GB/s: what cross-socket GPU-NIC traffic shares."""
     cpu: Annotated[CPUSpec, preset("cpu")] | None = None
