@@ -122,8 +122,8 @@ def _storage_stage(stall) -> PathStage:
 
 def _network_stage(cluster: ClusterSpec, model: ModelSpec, est, placement: str) -> PathStage:
     """Per-node bandwidth the DP rings get on this placement (all pipeline stages' rings at once, the
-    nodes of a stage in rank order) vs the rate that would move one step's gradients within the step:
-    ``2 x grad_bytes x gpus_per_node / (tp pp) / step_time`` (ring all-reduce moves ~2x the buffer;
+    nodes of a stage in rank order) vs the rate that would move one step's gradients within the compute
+    time: ``2 x grad_bytes x gpus_per_node / (tp pp) / compute_s`` (ring all-reduce moves ~2x the buffer;
     bf16 gradients, 2 B per parameter)."""
     from clustertwin.train import param_count
 
@@ -137,7 +137,8 @@ def _network_stage(cluster: ClusterSpec, model: ModelSpec, est, placement: str) 
     placed = topology.place(topo, nodes, placement)
     r = topology.group_bandwidth(topo, topology.groups_of(placed, size), "ring")
     grad_bytes_per_gpu = 2.0 * float(param_count(model)) / (int(lay["tp"]) * pp)
-    demand = 2.0 * grad_bytes_per_gpu * cluster.node.gpus / est.step_time_s / GB
+    compute_s = est.breakdown.get("compute", 0.0) or est.step_time_s
+    demand = 2.0 * grad_bytes_per_gpu * cluster.node.gpus / compute_s / GB
     cost = sum(est.breakdown.get(k, 0.0) for k in SCALE_OUT_KEYS)
     return PathStage("network", r.per_node_gb_per_s, demand, "GB/s per node", cost,
                      f"{pp} x DP rings of {size} nodes ({placement}) get {r.fraction:.0%} of "

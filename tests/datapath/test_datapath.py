@@ -125,3 +125,5 @@ def test_port_rate_mismatch_is_an_error():
         build(ClusterSpec, {"node": "dgx-h100", "nodes": 4, "network": {"fabric": "eth-1g"}})
     ok = build(ClusterSpec, {"node": "dgx-h100", "nodes": 4, "network": {"fabric": "ib-xdr"}})
     assert ok.warnings and "train at 400" in ok.warnings[0]
+    k80 = build(ClusterSpec, {"node": "k80-4", "nodes": 4, "network": {"fabric": "ib-ndr"}})  # faster fabric
+    assert "train at 10" in k80.warnings[0]

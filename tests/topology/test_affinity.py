@@ -40,6 +40,9 @@ def test_plan_warns_on_misaligned_mapping():
     assert not any("GPUDirect" in w for w in plan(catalog.get("cluster", "ref-1k-h100")).warnings)
 
 
-def test_pcie_groups_must_cover_every_gpu():
-    with pytest.raises(SpecError, match="pcie groups must list GPUs"):
-        build(ClusterSpec, {"node": {"preset": "dgx-h100", "pcie": [{"gpus": [0], "nics": [0]}]}, "nodes": 1})
+def test_pcie_layout_checks():
+    with pytest.raises(SpecError, match="twice"):
+        build(ClusterSpec, {"node": {"preset": "dgx-h100", "pcie": [{"gpus": [0, 0], "nics": [0]}]}, "nodes": 1})
+    four = build(ClusterSpec, {"node": {"preset": "dgx-h100", "gpus": 4}, "nodes": 1}).node
+    assert sorted(g for grp in four.pcie for g in grp.gpus) == [0, 1, 2, 3]
+    assert build(ClusterSpec, {"node": {"preset": "dgx-h100", "gpus": 72}, "nodes": 1}).node.pcie is None

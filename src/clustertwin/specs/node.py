@@ -61,7 +61,8 @@ class NodeSpec(Sourced):
     """Storage/in-band NICs (DGX H100: 2 x 400G ConnectX-7 for storage); None: one compute-fabric port's
     rate is assumed for storage traffic (the checkpoint model's convention)."""
     pcie: tuple[PCIeGroupSpec, ...] | None = None
-    """GPU-NIC affinity: PCIe switch groups (from the vendor block diagram); None: unknown layout."""
+    """GPU-NIC affinity: PCIe switch groups (from the vendor block diagram); None: unknown layout. Groups
+    are restricted to the node's GPUs and NICs; a layout that then misses a GPU is dropped (unknown)."""
     gpu_to_nic: tuple[NonNegInt, ...] | None = None
     """NIC used by each GPU's scale-out traffic (as set by NCCL_IB_HCA / a container's device order);
     None: NCCL's choice, the NIC under the GPU's PCIe switch. ``plan`` warns on a misaligned mapping."""
@@ -94,12 +95,23 @@ class NodeSpec(Sourced):
     @model_validator(mode="after")
     def _pcie_indices(self) -> NodeSpec:
         if self.pcie is not None:
-            gpus = sorted(g for grp in self.pcie for g in grp.gpus)
-            nics = sorted(n for grp in self.pcie for n in grp.nics)
-            if gpus != list(range(self.gpus)):
-                raise ValueError(f"pcie groups must list GPUs 0..{self.gpus - 1} once each (got {gpus})")
-            if len(set(nics)) != len(nics) or (nics and nics[-1] >= self.nics.count):
-                raise ValueError(f"pcie groups must list NICs from 0..{self.nics.count - 1} at most once (got {nics})")
+            # a preset's layout restricted to this node's GPUs and NICs (e.g. {preset: dgx-h100, gpus: 4})
+            groups = tuple(
+                g.model_copy(update={"gpus": tuple(x for x in g.gpus if x < self.gpus),
+                                     "nics": tuple(x for x in g.nics if x < self.nics.count)})
+                for g in self.pcie
+            )
+            groups = tuple(g for g in groups if g.gpus or g.nics)
+            gpus = sorted(x for g in groups for x in g.gpus)
+            nics = sorted(x for g in groups for x in g.nics)
+            if len(set(gpus)) != len(gpus) or len(set(nics)) != len(nics):
+                raise ValueError(f"pcie groups list a GPU or NIC twice (GPUs {gpus}, NICs {nics})")
+            # a layout that does not cover every GPU (e.g. {preset: dgx-h100, gpus: 72}) describes another
+            # board: the affinity is unknown
+            object.__setattr__(self, "pcie", groups if gpus == list(range(self.gpus)) else None)
+        if self.gpu_to_nic is not None and (len(self.gpu_to_nic) != self.gpus
+                                            or any(n >= self.nics.count for n in self.gpu_to_nic)):
+            raise ValueError(f"gpu_to_nic must give a NIC in 0..{self.nics.count - 1} for each of {self.gpus} GPUs")
         return self
 
     @property

@@ -25,6 +25,7 @@ dimensions uses ``2 s`` of the node's ``D`` link directions, and each byte trave
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -97,12 +98,23 @@ def place(topo: Topology, n_nodes: int, kind: PlacementKind | str | list[int] | 
     raise SpecError(f"placement must be contiguous, scattered, random or a node list (got {kind!r})")
 
 
+GOLDEN = (5**0.5 - 1) / 2
+"""Stride of the torus scattered order, as a fraction of the node count (golden ratio: far apart)."""
+
+
 def _scattered(topo: Topology) -> np.ndarray:
     """All nodes in scattered order: consecutive picks alternate over pods (Dragonfly+ groups) first, then
-    over the leaf blocks inside a pod, then over the slots of a leaf."""
+    over the leaf blocks inside a pod, then over the slots of a leaf; on a torus, node ``i x s mod N``
+    with a golden-ratio stride ``s`` coprime with ``N``."""
     i = np.arange(topo.nodes, dtype=np.int64)
+    if topo.kind == "torus3d":  # no switches: spread ranks by a golden-ratio stride coprime with N
+        n = topo.nodes
+        stride = max(1, round(n * GOLDEN))
+        while math.gcd(stride, n) != 1:
+            stride += 1
+        return (i * stride) % n
     npl = max(1, topo.nodes_per_leaf)
-    npp = max(npl, topo.nodes_per_pod) if topo.kind != "torus3d" else topo.nodes
+    npp = max(npl, topo.nodes_per_pod)
     pods = -(-topo.nodes // npp)
     lpp = -(-npp // npl)
     pod, j = i % pods, i // pods
@@ -162,7 +174,9 @@ def group_bandwidth(topo: Topology, groups: np.ndarray, pattern: Pattern = "ring
     succ = np.roll(g, -1, axis=1)
     asucc = {key: np.roll(val, -1, axis=1) for key, val in addr.items()}
     hops = _hops(topo, g, succ, addr, asucc)
-    if pattern == "all_to_all":
+    if pattern == "all_to_all" and topo.kind != "torus3d":
+        mean_hops, max_hops = _a2a_hops(topo, addr, n)
+    elif pattern == "all_to_all":
         mean_hops, max_hops = float(topo.avg_hops), int(topo.diameter_hops)
     else:
         mean_hops, max_hops = float(hops.mean()), int(hops.max())
@@ -186,6 +200,25 @@ def group_bandwidth(topo: Topology, groups: np.ndarray, pattern: Pattern = "ring
     bottleneck = "nic" if fr[worst] >= 1.0 else max(loads, key=loads.__getitem__)
     return GroupTraffic(pattern, n_groups, n, float(fr[worst]), float(fr[worst] * w[worst].min()),
                         max_hops, mean_hops, bottleneck, fr, loads)
+
+
+def _pair_share(a: np.ndarray) -> np.ndarray:
+    """Per group: share of ordered member pairs on the same block, ``sum e (e - 1) / (n (n - 1))``."""
+    n_groups, n = a.shape
+    nb = int(a.max()) + 1
+    key = np.repeat(np.arange(n_groups), n) * nb + a.reshape(-1)
+    uk, cnt = np.unique(key, return_counts=True)
+    same = np.bincount(uk // nb, weights=cnt * (cnt - 1.0), minlength=n_groups)
+    return same / (n * (n - 1.0))
+
+
+def _a2a_hops(topo: Topology, addr: dict, n: int) -> tuple[float, int]:
+    """Mean and largest switch hops over the member pairs of the groups (fat-tree family, Dragonfly+)."""
+    leaf, pod = _pair_share(addr["leaf"]), _pair_share(addr["pod"])
+    top = HOPS_DRAGONFLY_GLOBAL if topo.kind == "dragonfly+" else HOPS_VIA_CORE
+    mean = HOPS_SAME_LEAF * leaf + HOPS_VIA_SPINE * (pod - leaf) + top * (1.0 - pod)
+    worst = np.where(pod < 1.0, top, np.where(leaf < 1.0, HOPS_VIA_SPINE, HOPS_SAME_LEAF))
+    return float(mean.mean()), int(worst.max())
 
 
 def _tier(a: np.ndarray, a_next: np.ndarray, w: np.ndarray, pattern: str, cap: float) -> tuple[float, np.ndarray]:
