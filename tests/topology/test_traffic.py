@@ -40,6 +40,19 @@ def test_aggregation_oversubscription_builds_fewer_core_links(topos):
     assert agg.bisection_gb_per_s < flat.bisection_gb_per_s / 5
 
 
+def test_aggregation_oversubscription_matches_the_graph():
+    """A small 3-tier tree with 1:3 at the spines: the closed-form bisection equals the graph max-flow."""
+    from clustertwin import specs
+    from clustertwin.topology.graph import measure
+
+    node = {"gpu": "h100-sxm", "gpus": 1, "nics": {"count": 1}}
+    net = {"fabric": "ib-ndr", "switch": {"ports": 8, "port_gbit_per_s": 400}, "topology": "fat-tree",
+           "tiers": 3, "oversubscription": [1.0, 3.0]}
+    topo = T.build(specs.load(specs.ClusterSpec, {"node": node, "nodes": 96, "network": net}))
+    assert topo.layout["pods"] > 1 and topo.layout["pod_oversubscription"] == pytest.approx(3.0)
+    assert measure(topo).halving_max_flow_gb_per_s == pytest.approx(topo.bisection_gb_per_s, rel=1e-9)
+
+
 def test_four_topologies_give_different_bandwidths(topos):
     """DP rings of 16 pipeline stages (128 nodes each, TP 8 inside the node) placed scattered, and
     expert all-to-all among 128 contiguous nodes: each topology is limited by a different term."""
