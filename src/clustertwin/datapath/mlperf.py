@@ -64,14 +64,12 @@ WORKLOADS: dict[str, Workload] = {
                           8.0e-3),
 }
 
-DLIO_CLIENT_CEILING_GB_PER_S: dict[str, float] = {
-    "lustre": 8.1, "gpfs": 8.1, "nfs": 5.8, "nvme-of": 43.0, "rdma": 59.0, "fuse": 89.0, "object": 5.8,
-    "local": 43.0,
-}
+DLIO_CLIENT_CEILING_GB_PER_S: dict[str, float] = {"lustre": 8.1, "gpfs": 8.1, "nfs": 5.8, "object": 5.8}
 """Per-client read ceiling of a DLIO benchmark host by client protocol, GB/s (fitted; module docstring).
 Lustre and NFS clients of v1.0 hosts stop at 6-8 GB/s whatever their NICs (single mount, default
-striping / nconnect); NVMe-oF block volumes and vendor RDMA clients scale with the NICs. gpfs, object and
-local have no v1.0 rows and take the nearest protocol's value (lustre, nfs, nvme-of)."""
+striping / nconnect); NVMe-oF block volumes, vendor RDMA and FUSE clients have no ceiling beyond their NICs
+(fitted ceilings for them did not change the median). gpfs and object have no v1.0 rows and take the
+lustre and nfs values."""
 DLIO_ETA_NET = 0.63
 """Fraction of a benchmark host's NIC line rate its reads reach (fitted)."""
 DLIO_ETA_STORAGE_NET = 0.52
