@@ -127,3 +127,17 @@ def test_port_rate_mismatch_is_an_error():
     assert ok.warnings and "train at 400" in ok.warnings[0]
     k80 = build(ClusterSpec, {"node": "k80-4", "nodes": 4, "network": {"fabric": "ib-ndr"}})  # faster fabric
     assert "train at 10" in k80.warnings[0]
+
+
+def test_explain_network_stage_sees_the_placement():
+    from clustertwin.specs import ClusterSpec
+
+    c = build(ClusterSpec, {"name": "oversub-4to1", "node": "dgx-h100", "nodes": 32,
+                            "network": {"fabric": "ib-ndr", "topology": "fat-tree", "tiers": 2, "oversubscription": 4.0}})
+    m = catalog.get("model", "llama3-8b")
+    par = ParallelismSpec(tp=8, pp=1, dp=32, global_batch=256, zero=1)
+    cont = explain(m, c, global_batch=256, parallelism=par, placement="contiguous")
+    scat = explain(m, c, global_batch=256, parallelism=par, placement="scattered")
+    net = {e.stages[1].name: e.stages[1] for e in (cont,)}["network"]
+    assert scat.stages[1].capacity < 0.6 * net.capacity
+    assert "leaf uplinks" in scat.stages[1].detail and "scattered" in scat.stages[1].detail
