@@ -18,6 +18,7 @@ from typing import Any
 
 from clustertwin import topology
 from clustertwin.datapath import DatasetSpec, data_stall, dataset
+from clustertwin.errors import SpecError
 from clustertwin.specs import ClusterSpec, ModelSpec, ParallelismSpec
 from clustertwin.units import GB, GIB
 
@@ -80,8 +81,6 @@ def explain(model: ModelSpec, cluster: ClusterSpec, *, global_batch: int, gpus: 
     if parallelism is None:
         res = train.search(model, cluster, global_batch=global_batch, gpus=g, precision=precision, top=1)
         if not res.top:
-            from clustertwin.errors import SpecError
-
             raise SpecError(f"no layout of {g} GPUs fits {model.name or model.id} at global batch {global_batch}")
         est = res.top[0]
     else:

@@ -61,9 +61,9 @@ def test_lowering_storage_read_raises_stall_and_names_storage(ref, llama_step):
 
 def test_vision_binds_at_much_higher_bandwidth_than_text(ref, llama_step):
     m, est = llama_step
-    text = binding_read_gb_per_s(ref, "tokenized-text", est.step_time_s, est.global_batch, seq_len=m.seq_len)
+    text = binding_read_gb_per_s("tokenized-text", est.step_time_s, est.global_batch, seq_len=m.seq_len)
     # ResNet-50-class step: MLPerf's emulated H100 compute of 0.224 s per 400 images per GPU
-    vision = binding_read_gb_per_s(ref, "imagenet-jpeg", 0.224, 400 * ref.total_gpus)
+    vision = binding_read_gb_per_s("imagenet-jpeg", 0.224, 400 * ref.total_gpus)
     assert vision > 1000 * text
     r = data_stall(_with_read(ref, vision / 2), "imagenet-jpeg", 0.224, 400 * ref.total_gpus)
     assert r.binds and r.bottleneck in ("storage read", "host decode")

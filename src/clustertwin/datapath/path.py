@@ -91,7 +91,11 @@ class DataStall:
         return self.stall_s > 0.0
 
     def stage(self, name: str) -> Stage:
-        return next(s for s in self.stages if s.name == name)
+        """The stage called ``name`` (one of :data:`STAGES` present for this path)."""
+        for s in self.stages:
+            if s.name == name:
+                return s
+        raise SpecError(f"no stage '{name}' on this path (stages: {', '.join(s.name for s in self.stages)})")
 
     def to_dict(self) -> dict[str, Any]:
         return {"stall_s": self.stall_s, "load_s": self.load_s, "step_time_s": self.step_time_s,
@@ -226,9 +230,8 @@ def data_stall(cluster: ClusterSpec, dataset_ref: DatasetSpec | str | dict, step
                      stages=stages)
 
 
-def binding_read_gb_per_s(cluster: ClusterSpec, dataset_ref: DatasetSpec | str | dict, step_time_s: float,
-                          samples_per_step: float, gpus: int | None = None, *, seq_len: int | None = None,
-                          params: DataParams = DEFAULT_DATA_PARAMS) -> float:
+def binding_read_gb_per_s(dataset_ref: DatasetSpec | str | dict, step_time_s: float, samples_per_step: float, *,
+                          seq_len: int | None = None) -> float:
     """Storage read bandwidth (GB/s) below which storage binds: the demand's remote bytes per second,
     ``samples_per_step x (1-h) b / step_time_s``."""
     ds = dataset(dataset_ref)
