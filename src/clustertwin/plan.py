@@ -146,10 +146,12 @@ class Plan:
     storage: StorageSection
     facility: FacilityReport
     breakdown: dict[str, Any] = field(default_factory=dict)
+    spec_warnings: tuple[str, ...] = ()
+    """Warnings about the cluster spec itself (port rates, GPU-NIC affinity)."""
 
     @property
     def warnings(self) -> tuple[str, ...]:
-        out = list(self.facility.warnings)
+        out = list(self.facility.warnings) + list(self.spec_warnings)
         if not self.storage.meets_per_gpu_guidance:
             out.append(
                 f"storage gives {self.storage.read_gb_per_s_per_gpu:.2f} GB/s read and "
@@ -297,4 +299,12 @@ def plan(cluster: ClusterSpec) -> Plan:
         storage=_storage(cluster),
         facility=report,
         breakdown={"it_power": dict(report.power.breakdown), "racks": dict(report.racks.breakdown)},
+        spec_warnings=_spec_warnings(cluster),
     )
+
+
+def _spec_warnings(cluster: ClusterSpec) -> tuple[str, ...]:
+    """Port-rate mismatches and misaligned GPU-NIC mappings (:mod:`clustertwin.topology.affinity`)."""
+    from clustertwin.topology.affinity import affinity_warnings
+
+    return (*cluster.warnings, *affinity_warnings(cluster.node))

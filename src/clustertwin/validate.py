@@ -26,6 +26,7 @@ EVALUATORS: dict[str, str] = {
     "infer": "clustertwin.infer.validation:evaluate",
     "reliability": "clustertwin.reliability.validation:evaluate",
     "hpl": "clustertwin.hpc.validation:evaluate",
+    "data_loading": "clustertwin.datapath.validation:evaluate",
 }
 
 

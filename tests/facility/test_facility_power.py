@@ -28,7 +28,7 @@ def _ref_inventory() -> NetworkInventory:
 
 
 def _cluster(**over) -> specs.ClusterSpec:
-    data = {"node": "dgx-h100", "nodes": 4, "storage": {"capacity_pb": 1, "power_kw_per_pb": 5}}
+    data = {"node": "dgx-h100", "nodes": 4, "storage": {"read_gb_per_s": 100, "capacity_pb": 1, "power_kw_per_pb": 5}}
     data.update(over)
     return specs.load(specs.ClusterSpec, data)
 

@@ -15,8 +15,9 @@ from clustertwin.hpc.rates import device_rate, rpeak_pflops
 from clustertwin.hpc.stencil import stencil
 
 
-def _cluster(node: str = "dgx-h100", nodes: int = 4, fabric: str | None = None) -> specs.ClusterSpec:
-    data: dict = {"node": node, "nodes": nodes}
+def _cluster(node: str = "dgx-h100", nodes: int = 4, fabric: str | None = None,
+             nics: dict | None = None) -> specs.ClusterSpec:
+    data: dict = {"node": node if nics is None else {"preset": node, "nics": nics}, "nodes": nodes}
     if fabric:
         data["network"] = {"fabric": fabric, "topology": "fat-tree"}
     return specs.build(specs.ClusterSpec, data)
@@ -59,7 +60,8 @@ def test_hpl_efficiency_grows_with_n_and_falls_with_a_slow_network() -> None:
     small, big = hpl(c, HPLSpec(n=100_352)), hpl(c, HPLSpec())
     assert small.efficiency < big.efficiency
     assert big.rmax_pflops <= big.rpeak_pflops
-    slow = hpl(_cluster(fabric="eth-10g"), HPLSpec())
+    # a 10 GbE node (one port): the fabric must match the node's NICs, so both are slow
+    slow = hpl(_cluster(fabric="eth-10g", nics={"count": 1, "gbit_per_s": 10}), HPLSpec())
     assert slow.rmax_pflops < 0.9 * big.rmax_pflops
     with pytest.raises(SpecError, match="GB per GPU"):
         hpl(c, HPLSpec(n=10_000_000))

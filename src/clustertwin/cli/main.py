@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "comm": ("comm_cmd", "Predict a collective's time, algbw and busbw over message sizes (nccl-tests columns)."),
     "deploy": ("deploy_cmd", "Generate a Slurm script or Kubernetes manifests for a training job."),
     "diagnose": ("diagnose_cmd", "Find the cause of a failed job in its logs (NCCL, OOM, Xid, IB, driver)."),
+    "explain": ("explain_cmd", "Walk storage -> network -> GPUs -> collectives -> scheduler; name the bottleneck."),
     "exporter": ("exporter_cmd", "Serve GPU metrics for Prometheus, or write alert rules."),
     "hpc": ("hpc_cmd", "Science workloads (HPL, HPCG, stencil): estimate one, or compare GPUs on a budget."),
     "infer": ("infer_cmd", "Inference: latency and throughput of a deployment, or the GPUs an SLO needs."),

@@ -112,6 +112,8 @@ def cluster_checkpoint_cost(cluster: ClusterSpec, gpus: int, ckpt_bytes: float,
     ``STORAGE_PORTS_PER_NODE × nics.gbit_per_s / 8``, D2H = ``D2H_EFFICIENCY × PCIe x16`` of the GPU."""
     node = cluster.node
     nodes = math.ceil(gpus / node.gpus)
+    if node_storage_gb_per_s is None and node.storage_nics is not None:  # the node's own storage NICs
+        node_storage_gb_per_s = node.storage_nics.count * node.storage_nics.gbit_per_s / BITS_PER_BYTE
     if node_storage_gb_per_s is None:
         node_storage_gb_per_s = STORAGE_PORTS_PER_NODE * node.nics.gbit_per_s / BITS_PER_BYTE
     if d2h_gb_per_s is None:

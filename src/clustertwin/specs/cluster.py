@@ -21,6 +21,24 @@ def _default_network(nics_gbit: float) -> NetworkSpec:
     return NetworkSpec(fabric=store.raw("fabric", best), topology="rail-optimized")
 
 
+PORT_RATE_MISMATCH_MAX = 2.0
+"""NIC and fabric port rates may differ by this factor (a 400G NIC on a 200G fabric trains at 200G);
+beyond it the spec is an error rather than a silent substitution (a DGX H100 on eth-1g is not 8 x 1 GbE)."""
+
+
+def _check_port_rates(node: NodeSpec, network: NetworkSpec) -> None:
+    """Error when the fabric's ports are more than 2x slower than the node's NICs (the NICs cannot be
+    served: a DGX H100 on eth-1g); a faster fabric or a smaller gap is a :attr:`ClusterSpec.warnings`."""
+    nic, fab = node.nics.gbit_per_s, network.fabric.gbit_per_s
+    if nic / fab > PORT_RATE_MISMATCH_MAX:
+        name = network.fabric.id or network.fabric.kind
+        raise ValueError(
+            f"fabric '{name}' has {fab:g} Gbit/s ports but the node has {node.nics.count} x {nic:g} Gbit/s "
+            f"NICs; give the node the fabric's NICs (node: {{preset: {node.id or '...'}, nics: {{count: 1, "
+            f"gbit_per_s: {fab:g}}}}}) or a fabric of {nic:g} Gbit/s"
+        )
+
+
 class ClusterSpec(Sourced):
     """A homogeneous cluster."""
 
@@ -51,7 +69,19 @@ class ClusterSpec(Sourced):
     def _check(self) -> ClusterSpec:
         if self.network is None:
             object.__setattr__(self, "network", _default_network(self.node.nics.gbit_per_s))
+        else:
+            _check_port_rates(self.node, self.network)
         return self
+
+    @property
+    def warnings(self) -> list[str]:
+        """Inconsistencies that are not errors: NIC and fabric port rates that differ (the link trains at
+        the lower rate; the network model uses the fabric's)."""
+        nic, fab = self.node.nics.gbit_per_s, self.fabric.gbit_per_s
+        if nic != fab:
+            return [f"node NICs run {nic:g} Gbit/s but fabric '{self.fabric.id or self.fabric.kind}' ports "
+                    f"{fab:g} Gbit/s: links train at {min(nic, fab):g} Gbit/s; the network model uses {fab:g}"]
+        return []
 
     @property
     def total_gpus(self) -> int:

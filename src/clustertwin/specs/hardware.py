@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import model_validator
 
@@ -202,17 +202,56 @@ class SwitchSpec(Sourced):
     """Price estimate, USD."""
 
 
+StorageClient = Literal["lustre", "gpfs", "nfs", "nvme-of", "rdma", "fuse", "object", "local"]
+"""How a compute node reads the storage: a parallel-file-system client (lustre: Lustre/EXAScaler/
+ClusterStor; gpfs: IBM Storage Scale), nfs (NFSv3/v4.x incl. nconnect), nvme-of (NVMe over TCP/RDMA
+block volumes), rdma (vendor RDMA clients: WEKA, YRCloudFile, VAST over RDMA), fuse (FUSE clients:
+JuiceFS, s3fs), object (S3 GET), local (node-local NVMe)."""
+
+_CLIENT_OF_KIND: dict[str, str] = {
+    "lustre": "lustre", "exascaler": "lustre", "clusterstor": "lustre", "gpfs": "gpfs",
+    "storage-scale": "gpfs", "nfs": "nfs", "vast": "nfs", "weka": "rdma", "minio": "object",
+    "s3": "object", "object": "object", "nvme-of": "nvme-of", "local": "local", "juicefs": "fuse",
+}
+
+APPLIANCE_SCALED = ("read_gb_per_s", "write_gb_per_s", "read_iops", "write_iops", "metadata_ops_per_s",
+                    "capacity_pb", "network_gbit_per_s")
+"""Figures of a storage building block that add up over ``appliances`` of them."""
+
+
 class StorageSpec(Sourced):
-    """A shared storage system (parallel file system or object store) serving the cluster."""
+    """A shared storage system (parallel file system or object store) serving the cluster.
+
+    Figures are for the whole system as declared. An entry describing one appliance or building block
+    (``appliances: 1`` in the catalog) is scaled by ``{preset: id, appliances: N}``: every figure in
+    ``APPLIANCE_SCALED`` is multiplied by ``N`` (appliances are independent servers behind one namespace;
+    DDN, WEKA and VAST publish linear scaling per appliance/box). A mapping without any read bandwidth is
+    an error, never a silent default."""
 
     kind: str = "lustre"
-    """lustre, gpfs, weka, minio, nfs, vast ..."""
+    """lustre, gpfs, weka, vast, minio, nfs, local ..."""
+    client: StorageClient | None = None
+    """Client protocol on the compute nodes; defaults from ``kind`` (lustre, gpfs, nfs, rdma ...)."""
     read_gb_per_s: PositiveFloat = 100.0
     """Aggregate sequential read bandwidth, GB/s."""
     write_gb_per_s: PositiveFloat = 50.0
-    """Aggregate sequential write bandwidth, GB/s."""
+    """Aggregate sequential write bandwidth, GB/s (defaults to half the read figure when only read is given)."""
     capacity_pb: PositiveFloat = 1.0
     """Usable capacity, PB."""
+    read_iops: PositiveFloat | None = None
+    """Aggregate 4 KiB random-read IOPS (None: not published; the model then assumes bandwidth-bound reads)."""
+    write_iops: PositiveFloat | None = None
+    """Aggregate 4 KiB random-write IOPS."""
+    metadata_ops_per_s: PositiveFloat | None = None
+    """File opens (create/stat/open-close) per second the metadata servers sustain (mdtest class)."""
+    read_latency_us: PositiveFloat | None = None
+    """Latency of one small read seen by a client, µs."""
+    network_gbit_per_s: PositiveFloat | None = None
+    """Aggregate line rate of the storage servers' client-facing ports, Gbit/s (None: not a limit)."""
+    appliances: PositiveInt = 1
+    """Building blocks: with ``appliances: N`` the figures given are per appliance and are multiplied by
+    ``N`` once (``read_gb_per_s_per_server`` keeps the per-appliance read; re-validating a scaled spec
+    does not scale again). To give system totals, leave ``appliances`` out."""
     read_gb_per_s_per_server: PositiveFloat | None = None
     """Read bandwidth of one storage server/appliance, GB/s (for sizing)."""
     power_kw_per_pb: NonNegFloat = 5.0
@@ -221,6 +260,36 @@ class StorageSpec(Sourced):
     """Capex per usable PB, USD (estimate)."""
     rack_units_per_pb: NonNegFloat = 4.0
     """Rack space per usable PB, U."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bandwidth_and_scale(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or not data:
+            return data  # StorageSpec() = the documented default system
+        if "read_gb_per_s" not in data:
+            raise ValueError(
+                "storage needs read_gb_per_s (aggregate read GB/s), or a preset such as "
+                "{preset: ddn-ai400x2t, appliances: 4}; see `clustertwin catalog storage`"
+            )
+        data = dict(data)
+        if "write_gb_per_s" not in data and isinstance(data["read_gb_per_s"], int | float):
+            data["write_gb_per_s"] = 0.5 * float(data["read_gb_per_s"])
+        n = data.get("appliances", 1)
+        read = data["read_gb_per_s"]
+        if isinstance(n, int) and n > 1 and isinstance(read, int | float):
+            per = data.get("read_gb_per_s_per_server")
+            per = float(read) if not isinstance(per, int | float) else float(per)
+            if abs(float(read) - n * per) > 1e-9 * float(read):  # figures are per appliance: scale once
+                for key in APPLIANCE_SCALED:
+                    if isinstance(data.get(key), int | float):
+                        data[key] = float(data[key]) * n
+                data["read_gb_per_s_per_server"] = float(read)
+        return data
+
+    @property
+    def client_kind(self) -> str:
+        """The client protocol: ``client`` or the default of ``kind`` (``lustre`` for unknown kinds)."""
+        return self.client or _CLIENT_OF_KIND.get(self.kind.lower(), "lustre")
 
 
 class SSDSpec(Sourced):

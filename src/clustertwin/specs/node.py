@@ -35,6 +35,17 @@ class NICSpec(Spec):
     """NIC model (ConnectX-7 ...)."""
 
 
+class PCIeGroupSpec(Spec):
+    """GPUs and NICs behind one PCIe switch, and the CPU socket (NUMA node) it hangs off."""
+
+    gpus: tuple[NonNegInt, ...]
+    """Local GPU indices under this PCIe switch."""
+    nics: tuple[NonNegInt, ...]
+    """Local compute-NIC indices under this PCIe switch."""
+    numa: NonNegInt = 0
+    """CPU socket (NUMA node) of the switch's root port."""
+
+
 class NodeSpec(Sourced):
     """One server. For GB200 NVL72 the 'node' is the rack-scale NVLink domain of 72 GPUs."""
 
@@ -46,6 +57,17 @@ class NodeSpec(Sourced):
     """Scale-up interconnect."""
     nics: NICSpec = NICSpec()
     """Compute-fabric NICs."""
+    storage_nics: NICSpec | None = None
+    """Storage/in-band NICs (DGX H100: 2 x 400G ConnectX-7 for storage); None: one compute-fabric port's
+    rate is assumed for storage traffic (the checkpoint model's convention)."""
+    pcie: tuple[PCIeGroupSpec, ...] | None = None
+    """GPU-NIC affinity: PCIe switch groups (from the vendor block diagram); None: unknown layout. Groups
+    are restricted to the node's GPUs and NICs; a layout that then misses a GPU is dropped (unknown)."""
+    gpu_to_nic: tuple[NonNegInt, ...] | None = None
+    """NIC used by each GPU's scale-out traffic (as set by NCCL_IB_HCA / a container's device order);
+    None: NCCL's choice, the NIC under the GPU's PCIe switch. ``plan`` warns on a misaligned mapping."""
+    socket_link_gb_per_s: PositiveFloat | None = None
+    """CPU-to-CPU (UPI / xGMI) bandwidth per direction, GB/s: what cross-socket GPU-NIC traffic shares."""
     cpu: Annotated[CPUSpec, preset("cpu")] | None = None
     """CPU preset id or inline CPU spec."""
     cpus: NonNegInt = 2
@@ -71,6 +93,33 @@ class NodeSpec(Sourced):
             su = self.scale_up.model_copy(update={"gb_per_s": self.gpu.scale_up_gb_per_s})
             object.__setattr__(self, "scale_up", su)
         return self
+
+    @model_validator(mode="after")
+    def _pcie_indices(self) -> NodeSpec:
+        if self.pcie is not None:
+            # a preset's layout restricted to this node's GPUs and NICs (e.g. {preset: dgx-h100, gpus: 4})
+            groups = tuple(
+                g.model_copy(update={"gpus": tuple(x for x in g.gpus if x < self.gpus),
+                                     "nics": tuple(x for x in g.nics if x < self.nics.count)})
+                for g in self.pcie
+            )
+            groups = tuple(g for g in groups if g.gpus or g.nics)
+            gpus = sorted(x for g in groups for x in g.gpus)
+            nics = sorted(x for g in groups for x in g.nics)
+            if len(set(gpus)) != len(gpus) or len(set(nics)) != len(nics):
+                raise ValueError(f"pcie groups list a GPU or NIC twice (GPUs {gpus}, NICs {nics})")
+            # a layout that does not cover every GPU (e.g. {preset: dgx-h100, gpus: 72}) describes another
+            # board: the affinity is unknown
+            object.__setattr__(self, "pcie", groups if gpus == list(range(self.gpus)) else None)
+        if self.gpu_to_nic is not None and (len(self.gpu_to_nic) != self.gpus
+                                            or any(n >= self.nics.count for n in self.gpu_to_nic)):
+            raise ValueError(f"gpu_to_nic must give a NIC in 0..{self.nics.count - 1} for each of {self.gpus} GPUs")
+        return self
+
+    @property
+    def host_cores(self) -> int | None:
+        """CPU cores of the node (sockets x cores per socket), None when the CPU is unknown."""
+        return None if self.cpu is None else self.cpu.cores * self.cpus
 
     @property
     def scale_up_gb_per_s(self) -> float:

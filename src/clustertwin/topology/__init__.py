@@ -8,5 +8,7 @@ collective and placement models use. Formulas and sources: docs/topology.md.
 from clustertwin.topology.build import build
 from clustertwin.topology.model import GroupSpan, ScaleUpDomain, Topology
 from clustertwin.topology.single import pcie_x16_gb_per_s, scale_up_domain
+from clustertwin.topology.traffic import GroupTraffic, group_bandwidth, groups_of, place
 
-__all__ = ["GroupSpan", "ScaleUpDomain", "Topology", "build", "pcie_x16_gb_per_s", "scale_up_domain"]
+__all__ = ["GroupSpan", "GroupTraffic", "ScaleUpDomain", "Topology", "build", "group_bandwidth", "groups_of",
+           "pcie_x16_gb_per_s", "place", "scale_up_domain"]

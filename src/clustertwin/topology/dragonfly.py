@@ -46,7 +46,7 @@ def dragonfly_plus(cluster: ClusterSpec) -> Topology:
     endpoints = n_nodes * nics
     port_gb = gbit_to_gb_per_s(net.fabric.gbit_per_s)
     sw = choose_switch(cluster)
-    k, o = sw.radix, float(net.oversubscription)
+    k, o = sw.radix, float(net.leaf_oversubscription)
     notes = list(sw.notes)
     down_max, _ = leaf_port_split(k, o)
     npl = down_max // nics

@@ -65,7 +65,7 @@ def fat_tree(cluster: ClusterSpec, kind: str = "fat-tree") -> Topology:
     port_gb = gbit_to_gb_per_s(net.fabric.gbit_per_s)
     sw = choose_switch(cluster)
     k = sw.radix
-    o = float(net.oversubscription)
+    o = float(net.leaf_oversubscription)
     notes = list(sw.notes)
     rail = kind == "rail-optimized"
     tiers = 1 if kind == "single" else int(net.tiers)
@@ -195,7 +195,8 @@ def _assemble(
         links["leaf-spine"] = n_leaves * leaf_up
         layout.update(spines_per_pod=spines, leaves_per_pod=n_leaves, pods=1)
     elif tiers == MAX_TIERS:
-        spine_down = k // 2
+        o_pod = float(cluster.net.tier_oversubscription[1]) if len(cluster.net.tier_oversubscription) > 1 else 1.0
+        spine_down, _ = leaf_port_split(k, o_pod)  # spine ports: down:up <= o_pod (k/2 : k/2 at 1:1)
         blocks_per_pod = spine_down // rails
         if blocks_per_pod < 1:
             raise SpecError(
@@ -207,27 +208,30 @@ def _assemble(
         pods = math.ceil(n_blocks / blocks_per_pod)
         pod_spines = smallest_divisor_at_least(leaf_up, math.ceil(leaves_per_pod * leaf_up / spine_down))
         assert pod_spines is not None  # leaves_per_pod <= spine_down
-        spine_up = leaves_per_pod * leaf_up // pod_spines
+        spine_down_used = leaves_per_pod * leaf_up // pod_spines
+        spine_up = uplinks_for(spine_down_used, o_pod)
         cores_per_group = smallest_divisor_at_least(spine_up, math.ceil(pods * spine_up / k))
         if cores_per_group is None:
             max_nodes = k * blocks_per_pod * npl
             raise SpecError(
                 f"{n_nodes} nodes exceed a 3-tier fabric of {k}-port switches (at most {max_nodes} nodes "
-                f"at oversubscription {cluster.net.oversubscription:g}); use a higher-radix switch, "
+                f"at oversubscription {cluster.net.leaf_oversubscription:g}); use a higher-radix switch, "
                 "oversubscription or dragonfly+",
                 path=("nodes",),
             )
         switches["spine"] = pods * pod_spines
         switches["core"] = pod_spines * cores_per_group
         links["leaf-spine"] = n_leaves * leaf_up
-        links["spine-core"] = n_leaves * leaf_up
+        links["spine-core"] = math.ceil(n_leaves * leaf_up / (spine_down_used / spine_up) - 1e-9)
         nodes_per_pod = blocks_per_pod * npl
         layout.update(
             spines_per_pod=pod_spines,
             leaves_per_pod=leaves_per_pod,
             pods=pods,
             spine_up=spine_up,
+            spine_down=spine_down_used,
             cores_per_group=cores_per_group,
+            pod_oversubscription=spine_down_used / spine_up,
         )
     else:
         layout.update(spines_per_pod=0, leaves_per_pod=n_leaves, pods=1)
@@ -258,6 +262,8 @@ def _assemble(
         bisection = endpoints * port_gb / 2.0
     else:
         bisection = port_gb / 2.0 * float(np.minimum(ep_on_leaf, leaf_up).sum())
+        if pods > 1:  # halves made of whole pods: at most the spine-core links of half the pods
+            bisection = min(bisection, port_gb / 2.0 * links["spine-core"])
     full_leaf_endpoints = npl * rails_per_leaf
     oversub = 1.0 if tiers == 1 else max(1.0, full_leaf_endpoints / leaf_up)
 

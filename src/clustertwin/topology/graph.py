@@ -83,7 +83,7 @@ def _fat_tree_graph(topo: Topology) -> nx.Graph:
             for s in range(pod_spines):
                 _add(g, leaf, ("spine", pod, s), up / pod_spines * r)
         for pod, n_leaves in leaves_in_pod.items():
-            spine_up = n_leaves * up / pod_spines
+            spine_up = n_leaves * up / pod_spines / float(lay.get("pod_oversubscription", 1.0))
             for s, c in product(range(pod_spines), range(cores)):
                 _add(g, ("spine", pod, s), ("core", s, c), spine_up / cores * r)
     return g
