@@ -122,7 +122,7 @@ def test_superpod_b200_core_tier(nodes: int, leaf: int, spine: int, core: int) -
         assert topo.diameter_hops == 5 and topo.nodes_per_pod == 128
 
 
-def test_partial_su_full_build_out_and_oversubscribed_rail() -> None:
+def test_partial_su_build_out_and_oversubscribed_rail() -> None:
     c = specs.load(
         specs.ClusterSpec,
         {
@@ -133,9 +133,11 @@ def test_partial_su_full_build_out_and_oversubscribed_rail() -> None:
     )
     topo = build(c)
     assert topo.layout["leaf_up"] == 16 and topo.oversubscription == 2.0
-    assert topo.switches["leaf"] == 16 and topo.links["leaf-spine"] == 16 * 16
-    # leaf of SU 0: min(32 endpoints, 16 up); SU 1 (8 nodes): min(8, 16)
-    assert topo.bisection_gb_per_s == pytest.approx(NDR_GB_PER_S / 2 * 8 * (16 + 8), rel=1e-12)
+    # SU 0 (32 nodes) is built out with 16 up-links per leaf; SU 1 holds 8 of 32 slots (at most half full):
+    # its leaves get ceil(8 / 2) = 4 up-links for their 8 endpoints
+    assert topo.switches["leaf"] == 16 and topo.links["leaf-spine"] == 8 * 16 + 8 * 4
+    # leaf of SU 0: min(32 endpoints, 16 up); SU 1: min(8, 4)
+    assert topo.bisection_gb_per_s == pytest.approx(NDR_GB_PER_S / 2 * 8 * (16 + 4), rel=1e-12)
 
 
 def test_single_switch_and_tier_promotion() -> None:
@@ -258,3 +260,36 @@ def test_nvl72_racks_share_leaves_across_rails() -> None:
     assert topo.scale_up_domain_gpus == 72
     a = topo.gpu_address(np.array([0, 71, 72, 72 * su]))
     assert a["rail"].tolist() == [0, 71, 0, 0] and a["leaf"].tolist() == [0, 0, 0, 1]
+
+
+# ---- sizing from the actual endpoint count (issue 21): no spine for one leaf, no up-links for empty ports
+def _net(nodes: int, topology: str = "fat-tree") -> dict:
+    from clustertwin.plan import plan
+    from clustertwin.specs import ClusterSpec, build
+
+    spec = build(ClusterSpec, {"node": "dgx-h100", "nodes": nodes,
+                               "network": {"fabric": "ib-ndr", "topology": topology}})
+    return plan(spec).to_dict()["network"]
+
+
+def test_one_node_and_one_leaf_have_no_spine() -> None:
+    one = _net(1)  # one node: no scale-out switch at all
+    assert one["switches"].get("spine", 0) == 0 and one["links"].get("leaf-spine", 0) == 0
+    asc = _net(8)  # 64 endpoints on one 64-port leaf
+    assert asc["switches"] == {"leaf": 1} and asc["links"]["leaf-spine"] == 0
+    assert asc["transceivers"] == 0 and asc["diameter_hops"] == 1
+
+
+def test_two_rail_optimised_nodes_get_up_links_for_their_endpoints_only() -> None:
+    two = _net(2, "rail-optimized")
+    assert two["links"]["node-leaf"] == 16
+    assert two["links"]["leaf-spine"] == 16  # one up-link per endpoint at 1:1, not the full SU build-out
+    assert two["switches"]["spine"] == 1
+
+
+def test_64_and_16384_nodes_keep_full_non_blocking_build_out() -> None:
+    n64 = _net(64)
+    assert n64["links"]["leaf-spine"] == n64["links"]["node-leaf"] == 512
+    big = _net(2048)  # 16,384 GPUs
+    assert big["links"]["leaf-spine"] == big["links"]["node-leaf"] == 16384
+    assert big["links"]["spine-core"] == 16384 and big["diameter_hops"] == 5

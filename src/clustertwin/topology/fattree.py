@@ -10,7 +10,7 @@ node. Construction (docs/topology.md has the derivations):
   rail; NIC ``i`` of every node in the SU goes to leaf ``i``. A leaf serves ``rails_per_leaf =
   max(1, floor(down/su))`` rails (1 for DGX SUs of 32 nodes on 64-port leaves; several for small SUs of
   NVL72 racks), so an SU has ``B = ceil(P / rails_per_leaf)`` leaves. Leaf: ``su x rails_per_leaf``
-  down, ``ceil(that/o)`` up. Partial SUs get the full leaf and uplink build-out (NVIDIA SuperPOD RA).
+  down, ``ceil(that/o)`` up.
   If ``network.su_nodes`` is not set and the SU does not fit the radix (leaf ports, or ``B > k/2`` for a
   3-tier pod), the SU is shrunk to fit (with a note). Node-leaf links are optical (leaves sit in other
   racks).
@@ -25,6 +25,11 @@ node. Construction (docs/topology.md has the derivations):
 
 A requested tier count that the radix cannot hold is raised by one (with a note); beyond 3 tiers the
 cluster is a :class:`~clustertwin.errors.SpecError`.
+
+Partly filled leaves (the last top-of-rack leaf, a rail-optimised SU at most half full) get the up-links
+their endpoints need, ``ceil(endpoints on the leaf / o)``; an SU more than half full keeps the full build-out
+of the SuperPOD RA (31 DGX in 32 slots: Table 4). Spines are sized from the up-links actually cabled; a fabric whose
+endpoints all fit one switch has no spine (1 tier), whatever tier count was asked for.
 
 Metrics: every switch-switch link is 1 cable + 2 transceivers; bisection (halves made of whole
 leaves) ``r/2 x sum over leaves of min(endpoints on leaf, up-links)`` (= ``E r / 2`` when every rail has
@@ -70,7 +75,10 @@ def fat_tree(cluster: ClusterSpec, kind: str = "fat-tree") -> Topology:
     rail = kind == "rail-optimized"
     tiers = 1 if kind == "single" else int(net.tiers)
 
-    # ---- tier 1: every rail on a single switch
+    # ---- tier 1: every rail on a single switch (asked for, or top-of-rack endpoints that fit one switch)
+    if tiers > 1 and not rail and endpoints <= k:
+        notes.append(f"all {endpoints} endpoints fit one {k}-port switch: 1 tier, no spine")
+        tiers = 1
     if tiers == 1:
         fits = n_nodes <= k if rail else endpoints <= k
         if fits:
@@ -118,6 +126,10 @@ def fat_tree(cluster: ClusterSpec, kind: str = "fat-tree") -> Topology:
         up = uplinks_for(leaf_down, o)
     n_leaves = math.ceil(n_nodes / npl) * block
 
+    if n_leaves == 1:  # every endpoint on one switch: no spine, whatever tier count was asked for
+        notes.append(f"all {endpoints} endpoints fit one {k}-port switch: 1 tier, no spine")
+        return _assemble(cluster, kind, sw_notes=notes, radix=k, tiers=1, rails_per_leaf=rpl, npl=npl,
+                         leaf_down=endpoints, leaf_up=0, port_gb=port_gb)
     if tiers == 2 and n_leaves > k:
         notes.append(f"{n_leaves} leaves exceed a 2-tier {k}-port fabric: added a core tier")
         tiers = MAX_TIERS
@@ -174,6 +186,14 @@ def _assemble(
     n_leaves = n_blocks * rails
     nodes_on_block = fill_counts(n_nodes, npl, n_blocks)
     ep_on_leaf = (nodes_on_block[:, None] * rails_on_leaf[None, :]).ravel()  # endpoints on each leaf
+    # up-links of each leaf from the endpoints it serves; a rail-optimised SU more than half full keeps the
+    # SuperPOD RA's full build-out (31 of 32 slots: 256 spine-leaf cables, RA Table 4)
+    o_leaf = float(cluster.net.leaf_oversubscription)
+    built_out = np.repeat(nodes_on_block * 2 > npl, rails) if rail else np.zeros(n_leaves, dtype=bool)
+    up_on_leaf = np.array([leaf_up if full else min(leaf_up, uplinks_for(int(e), o_leaf))
+                           for e, full in zip(ep_on_leaf, built_out, strict=True)]) if leaf_up \
+        else np.zeros_like(ep_on_leaf)
+    total_up = int(up_on_leaf.sum())
     switches: dict[str, int] = {"leaf": n_leaves}
     links = {"node-leaf": endpoints, "leaf-spine": 0, "spine-core": 0}
     layout: dict[str, int | float] = {
@@ -188,11 +208,12 @@ def _assemble(
     nodes_per_pod = n_nodes
     pods = 1
     if tiers == 2:
-        spines = smallest_divisor_at_least(leaf_up, math.ceil(n_leaves * leaf_up / k))
+        most_up = int(up_on_leaf.max())
+        spines = smallest_divisor_at_least(most_up, math.ceil(total_up / k))
         if spines is None:  # guarded by the caller: n_leaves <= k
             raise SpecError(f"{n_leaves} leaves exceed a 2-tier {k}-port fabric", path=("network", "tiers"))
         switches["spine"] = spines
-        links["leaf-spine"] = n_leaves * leaf_up
+        links["leaf-spine"] = total_up
         layout.update(spines_per_pod=spines, leaves_per_pod=n_leaves, pods=1)
     elif tiers == MAX_TIERS:
         o_pod = float(cluster.net.tier_oversubscription[1]) if len(cluster.net.tier_oversubscription) > 1 else 1.0
@@ -221,8 +242,8 @@ def _assemble(
             )
         switches["spine"] = pods * pod_spines
         switches["core"] = pod_spines * cores_per_group
-        links["leaf-spine"] = n_leaves * leaf_up
-        links["spine-core"] = math.ceil(n_leaves * leaf_up / (spine_down_used / spine_up) - 1e-9)
+        links["leaf-spine"] = total_up
+        links["spine-core"] = math.ceil(total_up / (spine_down_used / spine_up) - 1e-9)
         nodes_per_pod = blocks_per_pod * npl
         layout.update(
             spines_per_pod=pod_spines,
@@ -261,7 +282,7 @@ def _assemble(
     if tiers == 1 or n_blocks == 1:
         bisection = endpoints * port_gb / 2.0
     else:
-        bisection = port_gb / 2.0 * float(np.minimum(ep_on_leaf, leaf_up).sum())
+        bisection = port_gb / 2.0 * float(np.minimum(ep_on_leaf, up_on_leaf).sum())
         if pods > 1:  # halves made of whole pods: at most the spine-core links of half the pods
             bisection = min(bisection, port_gb / 2.0 * links["spine-core"])
     full_leaf_endpoints = npl * rails_per_leaf
