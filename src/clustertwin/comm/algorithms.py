@@ -55,8 +55,10 @@ class Candidate:
     inter_algbw: float
     cap_algbw: float = math.inf
     phased: bool = False
-    staged: bool = False
-    """A multi-stage pipeline (NVLS, tree, NVLSTree, CollNet): pays the fill of ``fill_stages`` chunks."""
+    depth: int = 0
+    """Pipeline stages a chunk crosses (NVLS 2, tree 2 (ppn - 1 + log2 nodes), NVLSTree 2 + 2 log2 nodes,
+    CollNet 4); a multi-stage pipeline (depth >= 2) pays the pipeline fill
+    (:func:`clustertwin.comm.hierarchical.fill_s`). 0: no fill (rings, point-to-point)."""
     tuner_intra_only: bool = False
     tree_correction: bool = False
     plateau: bool = False
@@ -197,12 +199,14 @@ def _tree(cx: Ctx) -> list[Candidate]:
     ppn, nodes, lk, p, s = cx.ppn, cx.nodes, cx.links, cx.p, cx.steps
     multi, local = nodes > 1, ppn > 1
     vol = tree_volume(nodes)
+    per_ch = C.PER_CHANNEL_TREE_GB_PER_S.get(cx.gen)
+    ch_cap = 0.5 * p.channels * per_ch[min(nodes, 3) - 1] if per_ch else math.inf
     out = []
     for proto in cx.protocols():
-        eff, cap = p.tree_efficiency, math.inf
+        eff, cap = p.tree_efficiency, ch_cap
         if proto == "LL":
             eff *= p.tree_ll_factor
-            cap = 0.5 * cx.ll_max  # NCCL caps tree LL busBw (= 2 x tree algBw) at llMax
+            cap = min(cap, 0.5 * cx.ll_max)  # NCCL caps tree LL busBw (= 2 x tree algBw) at llMax
         elif proto == "LL128":
             eff *= p.tree_ll128_factor_single_node if nodes == 1 else p.tree_ll128_factor_multi_node
         tuner = cx.base("tree", proto) + 2 * ((ppn - 1) * cx.hw(lk.intra_hop, "tree", proto)
@@ -210,7 +214,8 @@ def _tree(cx: Ctx) -> list[Candidate]:
         phys = s.launch_us + 2 * ((ppn - 1) * s.intra(proto) + _log2i(nodes) * s.net(proto))
         out.append(Candidate(
             "tree", proto, tuner, phys, _inf_if(local, lk.intra_ring_gb_per_s / 2.0 * eff),
-            _inf_if(multi, lk.ring_net_gb_per_s / max(vol, 1.0) * eff), cap, phased=multi and local, staged=True,
+            _inf_if(multi, lk.ring_net_gb_per_s / max(vol, 1.0) * eff), cap, phased=multi and local,
+            depth=2 * (ppn - 1 + _log2i(nodes)),
             tuner_intra_only=nodes <= 2 and local, tree_correction=True))
     return out
 
@@ -222,17 +227,17 @@ def _nvls(cx: Ctx) -> list[Candidate]:
     tuner_intra = cx.hw(C.NVLINK, "nvls", "Simple")
     phys_intra = s.launch_us + 2 * s.nvls_phase_us
     if nodes == 1:
-        return [Candidate("nvls", "Simple", tuner_intra, phys_intra, algbw, math.inf, staged=True)]
+        return [Candidate("nvls", "Simple", tuner_intra, phys_intra, algbw, math.inf, depth=2)]
     out = []
     if cx.sharp:  # NVLS across nodes reduces in the IB switches: S out and S in per node
         out.append(Candidate("nvls", "Simple", tuner_intra + cx.inter("nvls", "Simple"),
                              phys_intra + 2 * s.net("Simple"), algbw,
-                             lk.ring_net_gb_per_s * p.collnet_efficiency, phased=True, staged=True,
+                             lk.ring_net_gb_per_s * p.collnet_efficiency, phased=True, depth=4,
                              default_on=False))
     lg = _log2i(nodes)
     out.append(Candidate("nvlstree", "Simple", tuner_intra + 2 * lg * cx.inter("nvlstree", "Simple"),
                          phys_intra + 2 * lg * s.net("Simple"), algbw,
-                         lk.ring_net_gb_per_s / tree_volume(nodes), phased=True, staged=True))
+                         lk.ring_net_gb_per_s / tree_volume(nodes), phased=True, depth=2 + 2 * lg))
     return out
 
 
@@ -250,7 +255,7 @@ def _collnet(cx: Ctx) -> list[Candidate]:
     local = ppn > 1
     return [Candidate("collnet", "Simple", tuner, phys,
                       lk.intra_ring_gb_per_s * ppn / (2.0 * (ppn - 1)) * p.collnet_efficiency if local else math.inf,
-                      lk.ring_net_gb_per_s * p.collnet_efficiency, phased=local, staged=True,
+                      lk.ring_net_gb_per_s * p.collnet_efficiency, phased=local, depth=4,
                       default_on=False)]
 
 

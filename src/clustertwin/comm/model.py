@@ -2,12 +2,14 @@
 
 For each (algorithm, protocol) candidate of :mod:`.algorithms` (all_to_all: :mod:`.alltoall`):
 
-1. **Choice, as NCCL makes it.** NCCL's tuner time ``tuner_us x plateau + S / tuner_bw`` with its own
-   latency table (:mod:`.constants`), its medium-size tree correction factors, and its habit of sizing
+1. **Algorithm, as NCCL picks it.** NCCL's tuner time ``tuner_us x plateau + S / tuner_bw`` with its
+   own latency table (:mod:`.constants`), its medium-size tree correction factors, and its habit of sizing
    ring and tree by the intra-node bandwidth on up to two nodes (``bw = nNodes <= 2 ? bwIntra : bwInter``,
-   so on two nodes it may pick a ring that the network then limits). The minimum wins per size, unless
-   ``algorithm``/``protocol`` force one (NCCL_ALGO/NCCL_PROTO). Forced NVLSTree on one node runs as NVLS,
-   as NCCL does.
+   so on two nodes it may pick a ring that the network then limits). The tuner's minimum names the
+   algorithm per size; of that algorithm's protocols the one with the least physical time runs (so time
+   is continuous in size within an algorithm; a tuner-chosen protocol fitted worse). ``algorithm`` /
+   ``protocol`` force a choice (NCCL_ALGO/NCCL_PROTO). Forced NVLSTree on one node runs as NVLS, as NCCL
+   does.
 2. **Time, from the physics.** ``time = latency_us x 1e-6 + T_bw(S)`` with the physical latency of
    :mod:`.latency` (launch with or without CUDA graphs, per-hop NVLink/PCIe steps, NIC + switch + proxy
    per network step, NVLS phases) and ``T_bw = max(S / intra, S / inter, S / cap)`` for single-phase
@@ -27,7 +29,7 @@ import numpy as np
 
 from clustertwin.comm import constants as C
 from clustertwin.comm.algorithms import Candidate, Ctx, candidates, context
-from clustertwin.comm.hierarchical import chunks, compose
+from clustertwin.comm.hierarchical import chunks, compose, fill_s
 from clustertwin.comm.links import Links, links
 from clustertwin.comm.params import DEFAULT_PARAMS, CommParams
 from clustertwin.comm.placement import Placement, explicit_placement
@@ -211,19 +213,30 @@ def evaluate(cx: Ctx, cands: Sequence[Candidate], size: np.ndarray) -> Collectiv
     for i, c in enumerate(cands):
         if c.tree_correction:
             bw[i] *= tree_correction(size, c.protocol)
-    best = np.argmin(tuner_s + size / (bw * 1e9), axis=0)
+    # physical time of every candidate (candidates x sizes)
+    lat_all = np.array([c.latency_us for c in cands])[:, None] * 1e-6
+    intra_all = _bytes_over(size[None, :], intra[:, None])
+    inter_all = _bytes_over(size[None, :], inter[:, None])
+    k = chunks(size, cx.p.chunk_bytes, cx.p.channels)[None, :]
+    phased = np.array([c.phased for c in cands])[:, None]
+    link_all = np.where(phased, compose(intra_all, inter_all, k), np.maximum(intra_all, inter_all))
+    transfer_all = np.maximum(link_all, _bytes_over(size[None, :], cap[:, None]))
+    depth = np.array([c.depth for c in cands], dtype=float)[:, None]
+    transfer_all = transfer_all + fill_s(size[None, :], depth, phys_bw[:, None], cx.p)
+    time_all = lat_all + transfer_all
+    tuner_t = tuner_s + size / (bw * 1e9)
+    # NCCL's tuner picks the algorithm (with its mis-choices, e.g. the network-bound ring on two nodes);
+    # of that algorithm's protocols the physically fastest runs, so time is continuous in size within it
+    algo_ids = np.array([ALGORITHMS.index(c.algorithm) for c in cands])
+    picked = algo_ids[np.argmin(tuner_t, axis=0)]
+    best = np.argmin(np.where(algo_ids[:, None] == picked[None, :], time_all, np.inf), axis=0)
+    cols = np.arange(size.shape[0])
     chosen = [cands[i] for i in best.tolist()]
-    latency_s = np.array([c.latency_us for c in cands])[best] * 1e-6
-    intra_s = _bytes_over(size, intra[best])
-    inter_s = _bytes_over(size, inter[best])
-    phased = np.array([c.phased for c in cands])[best]
-    k = chunks(size, cx.p.chunk_bytes, cx.p.channels)
-    link_s = np.where(phased, compose(intra_s, inter_s, k), np.maximum(intra_s, inter_s))
-    transfer_s = np.maximum(link_s, _bytes_over(size, cap[best]))
-    staged = np.array([c.staged for c in cands])[best]
-    fill = cx.p.fill_stages * _bytes_over(np.minimum(size, cx.p.chunk_bytes * cx.p.channels), phys_bw[best])
-    transfer_s = transfer_s + np.where(staged, fill, 0.0)
-    time_s = latency_s + transfer_s
+    latency_s = np.broadcast_to(lat_all, time_all.shape)[best, cols]
+    intra_s = intra_all[best, cols]
+    inter_s = inter_all[best, cols]
+    transfer_s = transfer_all[best, cols]
+    time_s = time_all[best, cols]
     with np.errstate(divide="ignore", invalid="ignore"):
         algbw = np.where(time_s > 0, size / time_s / 1e9, 0.0)
     std = busbw_factor(cx.op, cx.n)

@@ -73,50 +73,58 @@ class CommParams(BaseModel):
     """Network hop latency of an RDMA fabric (the catalog's ``hop_latency_us`` of IB/RoCE); a fabric above
     it (TCP sockets, TCPXO) adds the excess to every network step, tuner and physical alike."""
 
-    # ---- physical latency model (comm.latency), separate from NCCL's tuner tables
-    launch_us: NonNeg = 4.7
+    # ---- physical latency model (comm.latency), separate from NCCL's tuner tables. The defaults below are
+    # a least-squares fit (log time, soft-L1) of these global terms to validation/collective_tables.yaml +
+    # collective.yaml within physical bounds; the docstrings give the magnitudes' sources.
+    launch_us: NonNeg = 5.0
     """Host cost of launching one collective kernel on one GPU without CUDA graphs (cudaLaunchKernel plus
     NCCL's enqueue, ~3-6 µs on current drivers); a process driving G GPUs (nccl-tests ``-g G``) pays it G
     times in series. Fitted on validation/collective_tables.yaml (Azure -g 8 rows vs mpirun rows)."""
-    graph_launch_us: NonNeg = 0.5
+    graph_launch_us: NonNeg = 0.3
     """Per-collective launch cost inside a CUDA/HIP graph (nccl-tests ``-G``): the graph node's kernel
     start, ~1-2 µs (ROCm blog MI300X: 64 B all-reduce 6 µs with graphs vs ~13 µs without)."""
-    nvlink_hop_us_ll: NonNeg = 0.58
+    nvlink_hop_us_ll: NonNeg = 0.57
     """One NVLink/NVSwitch ring step with LL (8-byte flag+data stores, the receiver polls): store latency
     through the switch, ~0.5 µs (NCCL tuner NVLink ring LL 0.6)."""
-    nvlink_hop_us_ll128: NonNeg = 1.8
-    """Same with LL128 (128-byte lines with a flag word per line)."""
-    nvlink_hop_us_simple: NonNeg = 3.0
+    nvlink_hop_us_ll128: NonNeg = 2.3
+    """Same with LL128 (128-byte lines with a flag word per line); fitted above the Simple row because the
+    LL128 sizes (~1-32 MiB) are also where per-channel chunking costs show, which this term absorbs."""
+    nvlink_hop_us_simple: NonNeg = 1.35
     """Same with Simple (bulk copy, __threadfence_system, then a flag in the peer's FIFO)."""
-    blackwell_hop_scale: Positive = 2.5
+    blackwell_hop_scale: Positive = 2.65
     """NVLink-5 (Blackwell, incl. NVL72 multi-node NVLink) step latency relative to the rows above: 8x B200
     ring LL ~23 µs at 32 KiB with graphs (nccl-tests#333), 8 GB200 over two trays 21.6 µs at 8 B (OKE)."""
     pcie_hop_us_ll: NonNeg = 1.0
     """One PCIe peer-to-peer (or host-bounce) ring step with LL (NCCL tuner PCI ring LL 1.0)."""
     pcie_hop_us_simple: NonNeg = 4.0
     """Same with Simple (NCCL tuner PCI ring Simple 5.7, tree 4.0)."""
-    nic_latency_us: NonNeg = 2.9
+    nic_latency_us: NonNeg = 2.7
     """One-way NIC latency (doorbell, DMA read, wire serialisation) per NIC traversed; a network step
     crosses two (ConnectX-7 RDMA write ~1-2 µs end to end)."""
     proxy_step_us_ll: NonNeg = 0.5
-    """NCCL proxy/progress cost of one network step with LL/LL128: the CPU proxy thread notices the
-    GPU's FIFO, posts ibv_post_send, and the receiver's proxy flushes (NCCL tuner net ring LL 2.7)."""
-    proxy_step_us_simple: NonNeg = 25.0
-    """Same with Simple, which adds the GPUDirect flush and clear-to-send round trip."""
-    ring_sync_us: NonNeg = 3.8
+    """NCCL proxy/progress cost of one network step with LL/LL128 beyond the two NIC traversals: the CPU
+    proxy thread notices the GPU's FIFO and posts ibv_post_send (NCCL tuner net ring LL 2.7 µs in total,
+    of which the NICs take most)."""
+    proxy_step_us_simple: NonNeg = 14.0
+    """Same with Simple, which adds the GPUDirect flush and clear-to-send round trip (NCCL tuner net
+    Simple 14 µs; held at that value, the fit moves little: median 9.2% free vs 9.5%)."""
+    ring_sync_us: NonNeg = 4.0
     """Multi-node rings: every step, NVLink ones too, waits for the proxy's progress of the ring's
     network steps, so a step costs at least this (the physical side of NCCL's net-overhead floor)."""
-    nvls_phase_us: NonNeg = 3.0
+    nvls_phase_us: NonNeg = 1.0
     """One NVLink-SHARP phase (multimem.ld_reduce or multimem.st plus the NVSwitch barrier); an NVLS
-    all-reduce is two phases (B200 nccl-tests#333: ~23 µs at 32 KiB with graphs)."""
+    all-reduce is two phases. The fit puts it at its lower bound: NVLS's cost at 1-16 MiB is its pipeline
+    fill (``fill_stages``), not a fixed latency."""
     chunk_bytes: Positive = 524288.0
     """Pipeline chunk per channel of hierarchical (two-phase) algorithms: NCCL_BUFFSIZE 4 MiB / NCCL_STEPS
     8 = 512 KiB. A message of S bytes runs k = S / (chunk x channels) chunks, so two phases of t1 and t2
-    take max(t1, t2) + min(t1, t2) / k: sequential for one chunk, overlapped for many."""
+    take max(t1, t2) + min(t1, t2) / k: sequential for one chunk, overlapped for many. Largest chunk of the
+    pipeline fill (:func:`clustertwin.comm.hierarchical.fill_s`)."""
     fill_stages: NonNeg = 4.0
-    """Pipeline fill of multi-stage algorithms (NVLS, tree, NVLSTree, CollNet): the first chunk crosses
-    this many extra stages before the pipeline streams, adding ``fill_stages x min(S, chunk_bytes x
-    channels) / algbw`` (NVLS: reduce then multicast; tree: up then down)."""
+    """Pipeline fill of multi-stage algorithms (NVLS, tree, NVLSTree, CollNet): before the pipeline
+    streams, the first chunks cross this many stages, adding ``fill_stages x min(S, chunk_bytes x
+    channels) / algbw``. Fitted on validation/collective_tables.yaml; a per-depth fill (stages = the
+    pipeline's depth, chunk shrunk for deep pipelines) fitted worse there (median 11% vs 9%)."""
     deepep_ll_overhead_us: NonNeg = 30.0
     """DeepEP low-latency kernels: fixed cost beyond launch and data (IBGDA atomics for the per-expert
     counters, the receiver's spin on them, the round trip), ~30-40 µs from DeepEP's V1 tables (EP8-256)."""
