@@ -99,7 +99,18 @@ def candidates(cx: Ctx) -> list[Candidate]:
             "direct", proto, tuner, phys,
             lk.intra_a2a_gb_per_s * mult * n / (ppn - 1) if local else math.inf,
             _inf_if(multi, lk.gpu_net_gb_per_s * mult * n / max(n - ppn, 1)), cap))
-    vol = deepep_volumes(nodes, ppn)
+    return out + deepep_candidates(cx)
+
+
+def deepep_candidates(cx: Ctx, top_k: float = DEEPSEEK_V3_TOP_K,
+                      node_groups: int = DEEPSEEK_V3_NODE_GROUPS) -> list[Candidate]:
+    """DeepEP normal (``deepep``) and low-latency (``deepep_ll``) kernels for one MoE routing shape."""
+    from clustertwin.comm.algorithms import Candidate
+
+    n, ppn, nodes, lk, p, s = cx.n, cx.ppn, cx.nodes, cx.links, cx.p, cx.steps
+    multi, local = nodes > 1, ppn > 1
+    out: list[Candidate] = []
+    vol = deepep_volumes(nodes, ppn, top_k, node_groups)
     nvl = lk.intra_a2a_gb_per_s
     lat = s.launch_us + s.intra("Simple") + (s.net("Simple") if multi else 0.0)
     out.append(Candidate(
@@ -164,16 +175,27 @@ def expert_all_to_all(cluster: Any, ep: int, tokens: float | np.ndarray, hidden:
         routed = payload * top_k
         return ExpertAllToAll(kernel, phase, ep, res.time_s, payload, routed * (1 - remote), routed * remote,
                               res.busbw_gb_per_s)
+    from clustertwin.comm.model import _params, _prepared, _resolve, evaluate
+
+    n, ppn = _resolve(cluster, "all_to_all", ep, ranks_per_node)
+    cx, _ = _prepared(cluster, "all_to_all", n, ppn, _params(params, calibration), None)
+    cands = {c.algorithm: c for c in deepep_candidates(cx, top_k, node_groups)}
     if kernel == "deepep_ll":
-        res = collective(cluster, "all_to_all", payload * top_k, ep, algorithm="deepep_ll", **kw)
-        ppn = res.ranks_per_node
         routed = payload * top_k
-        return ExpertAllToAll(kernel, phase, ep, res.time_s, payload, routed * ppn / ep,
-                              routed * (1 - ppn / ep), res.busbw_gb_per_s)
-    res = collective(cluster, "all_to_all", payload, ep, algorithm="deepep", **kw)
-    vol = deepep_volumes(res.nodes, res.ranks_per_node, top_k, node_groups)
-    return ExpertAllToAll(kernel, phase, ep, res.time_s, payload, payload * vol.nvlink, payload * vol.rdma,
-                          res.busbw_gb_per_s)
+        res = evaluate(cx, [cands["deepep_ll"]], np.atleast_1d(routed).astype(float).reshape(-1))
+        t = res.time_s.reshape(np.shape(routed))
+        local = ppn / n
+        return ExpertAllToAll(kernel, phase, n, _out(t), payload, routed * local, routed * (1 - local),
+                              _out(res.busbw_gb_per_s.reshape(np.shape(routed))))
+    res = evaluate(cx, [cands["deepep"]], np.atleast_1d(payload).astype(float).reshape(-1))
+    vol = deepep_volumes(cx.nodes, ppn, top_k, node_groups)
+    return ExpertAllToAll(kernel, phase, n, _out(res.time_s.reshape(np.shape(payload))), payload,
+                          payload * vol.nvlink, payload * vol.rdma,
+                          _out(res.busbw_gb_per_s.reshape(np.shape(payload))))
+
+
+def _out(v: np.ndarray) -> Any:
+    return float(v) if np.ndim(v) == 0 else v
 
 
 __all__ = ["DeepEPVolumes", "ExpertAllToAll", "compose", "deepep_volumes", "distinct", "expert_all_to_all"]
