@@ -4,7 +4,8 @@ Reader (:func:`parse_log`): the header (``nThread``, ``nGpus`` = GPUs per thread
 graph launches), the ``#  Rank ... on HOST device ...`` lines (ranks and distinct hosts), the collective
 (``Collective test starting: all_reduce_perf``, a ``*_perf`` command line, or the file name), and every
 data row: ``size count type [redop] [root]`` then the out-of-place ``time algbw busbw #wrong`` and, when
-printed, the in-place block. A line that starts with a number but does not parse is counted as
+printed, the in-place block (a block of ``N/A`` is one the tool did not run: ``node bench`` prints its
+all_reduce, which torch runs in place, that way). A line that starts with a number but does not parse is counted as
 malformed, never dropped silently; rows with ``#wrong > 0`` are counted and left out of the fit.
 
 Writer (:func:`format_log`): the same layout from a model prediction (both blocks), so a fit can be
@@ -66,7 +67,7 @@ class Row:
     dtype: str
     redop: str
     root: int
-    out_of_place: Block
+    out_of_place: Block | None
     in_place: Block | None
 
 
@@ -90,14 +91,16 @@ class NcclTestsLog:
 
     @property
     def blocks(self) -> int:
-        return sum(1 + (r.in_place is not None) for r in self.rows)
+        return sum((r.out_of_place is not None) + (r.in_place is not None) for r in self.rows)
 
 
 def _bad(r: Row) -> bool:
     return any(b is not None and b.wrong not in (None, 0) for b in (r.out_of_place, r.in_place))
 
 
-def _block(tokens: list[str]) -> Block:
+def _block(tokens: list[str]) -> Block | None:
+    if tokens[0].upper() == "N/A":  # a block the tool did not run (node bench: torch's all_reduce is in-place)
+        return None
     time_us, algbw, busbw = (float(t) for t in tokens[:3])
     wrong = None if tokens[3].upper() == "N/A" else int(float(tokens[3]))
     return Block(time_us, algbw, busbw, wrong)
@@ -115,7 +118,10 @@ def _row(line: str) -> Row:
         root, rest = int(rest[0]), rest[1:]
     if len(rest) not in (4, 8):
         raise ValueError(f"expected 4 or 8 timing fields, found {len(rest)}")
-    return Row(size, count, dtype, redop, root, _block(rest[:4]), _block(rest[4:8]) if len(rest) == 8 else None)
+    oop, ip = _block(rest[:4]), _block(rest[4:8]) if len(rest) == 8 else None
+    if oop is None and ip is None:
+        raise ValueError("no timing in either block")
+    return Row(size, count, dtype, redop, root, oop, ip)
 
 
 def parse_log(text: str, name: str = "<log>", op: str | None = None) -> NcclTestsLog:
