@@ -237,7 +237,8 @@ def _nvls(cx: Ctx) -> list[Candidate]:
     lg = _log2i(nodes)
     out.append(Candidate("nvlstree", "Simple", tuner_intra + 2 * lg * cx.inter("nvlstree", "Simple"),
                          phys_intra + 2 * lg * s.net("Simple"), algbw,
-                         lk.ring_net_gb_per_s / tree_volume(nodes), phased=True, depth=2 + 2 * lg))
+                         lk.ring_net_gb_per_s / tree_volume(nodes), phased=True, depth=2 + 2 * lg,
+                         tuner_intra_only=nodes <= 2))
     return out
 
 
