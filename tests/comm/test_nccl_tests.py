@@ -107,3 +107,16 @@ def test_node_bench_format_reads_back_with_both_blocks():
     ag = bm.CollectiveResult("all_gather", "gloo", 2, "2 CPU processes", both, "torch")
     log = parse_log(bm.format_nccl_tests(ag))
     assert log.blocks == 2 and log.rows[0].in_place.time_us == 18.0 and log.rows[0].out_of_place.time_us == 20.0
+
+
+def test_calibrating_on_the_published_log_lowers_its_error():
+    """The real GCP A3 Mega log (2 hosts, TCPXO): the fit picks the network-side terms (no scale-up
+    efficiency from a multi-host log) and at least halves the median time error."""
+    from clustertwin import specs
+    from tests.conftest import EXAMPLES
+
+    cluster = specs.load(specs.ClusterSpec, str(EXAMPLES / "clusters" / "gcp-a3mega-2vm.yaml"), kind="cluster")
+    res = fit(cluster, [parse_log(GCP_LOG.read_text(), GCP_LOG.name)])
+    assert "nvlink_efficiency" not in res.params and "network_efficiency" in res.params
+    assert res.blocks_used == 62
+    assert res.median_abs_error_after < 0.5 * res.median_abs_error_before

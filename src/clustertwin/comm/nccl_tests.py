@@ -16,7 +16,8 @@ blocks, in log-parameter space with physical bounds, for a few named :class:`Com
 bandwidth efficiency of the links the logs exercise (``nvlink_efficiency`` / ``mesh_efficiency`` /
 ``pcie_efficiency``; ``network_efficiency`` across nodes) and the latency terms (``launch_us`` or
 ``graph_launch_us``, the scale-up step ``nvlink_hop_us_ll`` / ``pcie_hop_us_ll``, and across nodes
-``proxy_step_us_ll``).
+``proxy_step_us_ll`` and ``proxy_step_us_simple``, the per-network-step costs of the two protocol
+families). The scale-up efficiency is fitted only from single-host logs, where that link limits.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "network_efficiency": (0.2, 1.06), "launch_us": (0.2, 50.0), "graph_launch_us": (0.05, 20.0),
     "nvlink_hop_us_ll": (0.05, 10.0), "pcie_hop_us_ll": (0.1, 20.0), "proxy_step_us_ll": (0.05, 50.0),
     "nvlink_hop_us_simple": (0.1, 20.0), "nic_latency_us": (0.05, 20.0),
+    "proxy_step_us_simple": (0.5, 2000.0),
 }
 """Physical bounds of the fitted parameters."""
 
@@ -238,13 +240,14 @@ class FitResult:
 
 
 def default_names(cluster: ClusterSpec, logs: list[NcclTestsLog]) -> list[str]:
-    """The parameters a set of logs can pin down: the scale-up efficiency of the node's link kind, the
-    network efficiency when a log spans hosts, the launch term of the launch mode used, the scale-up LL
-    step, and the proxy step across hosts."""
+    """The parameters a set of logs can pin down: the scale-up efficiency of the node's link kind (from
+    single-host logs, where it is the limiting link), the network efficiency when a log spans hosts, the
+    launch term of the launch mode used, the scale-up LL step, and the LL and Simple network-step
+    costs across hosts."""
     kind = cluster.node.scale_up.kind
     eff = "nvlink_efficiency" if kind == "nvswitch" else "mesh_efficiency" if kind in MESH_KINDS \
         else "pcie_efficiency"
-    names = [eff]
+    names = [eff] if any(lg.hosts == 1 for lg in logs) else []
     multi = any(lg.hosts > 1 for lg in logs)
     if multi:
         names.append("network_efficiency")
@@ -254,7 +257,7 @@ def default_names(cluster: ClusterSpec, logs: list[NcclTestsLog]) -> list[str]:
         names.append("graph_launch_us")
     names.append("pcie_hop_us_ll" if eff == "pcie_efficiency" else "nvlink_hop_us_ll")
     if multi:
-        names.append("proxy_step_us_ll")
+        names += ["proxy_step_us_ll", "proxy_step_us_simple"]
     return names
 
 
