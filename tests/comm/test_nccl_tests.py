@@ -112,8 +112,9 @@ def test_node_bench_format_reads_back_with_both_blocks():
 def test_calibrating_on_the_published_log_lowers_its_error():
     """The real GCP A3 Mega log (2 hosts, TCPXO): the fit picks the network-side terms (no scale-up
     efficiency from a multi-host log) and at least halves the median time error."""
-    from clustertwin import specs
     from tests.conftest import EXAMPLES
+
+    from clustertwin import specs
 
     cluster = specs.load(specs.ClusterSpec, str(EXAMPLES / "clusters" / "gcp-a3mega-2vm.yaml"), kind="cluster")
     res = fit(cluster, [parse_log(GCP_LOG.read_text(), GCP_LOG.name)])
