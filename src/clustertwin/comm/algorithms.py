@@ -215,7 +215,7 @@ def _tree(cx: Ctx) -> list[Candidate]:
         out.append(Candidate(
             "tree", proto, tuner, phys, _inf_if(local, lk.intra_ring_gb_per_s / 2.0 * eff),
             _inf_if(multi, lk.ring_net_gb_per_s / max(vol, 1.0) * eff), cap, phased=multi and local,
-            depth=2 * (ppn - 1 + _log2i(nodes)) if local else 0,
+            depth=2 * (ppn - 1 + _log2i(nodes)) if local and proto == "Simple" else 0,
             tuner_intra_only=nodes <= 2 and local, tree_correction=True))
     return out
 

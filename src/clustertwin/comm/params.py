@@ -86,9 +86,10 @@ class CommParams(BaseModel):
     nvlink_hop_us_ll: NonNeg = 0.57
     """One NVLink/NVSwitch ring step with LL (8-byte flag+data stores, the receiver polls): store latency
     through the switch, ~0.5 µs (NCCL tuner NVLink ring LL 0.6)."""
-    nvlink_hop_us_ll128: NonNeg = 2.3
-    """Same with LL128 (128-byte lines with a flag word per line); fitted above the Simple row because the
-    LL128 sizes (~1-32 MiB) are also where per-channel chunking costs show, which this term absorbs."""
+    nvlink_hop_us_ll128: NonNeg = 3.0
+    """Same with LL128 (128-byte lines with a flag word per line). Fitted at its upper bound, above the
+    Simple row: the LL128 sizes (~1-32 MiB) are where per-channel chunking costs show, which this term
+    absorbs (a known compromise, docs/comm.md Limits)."""
     nvlink_hop_us_simple: NonNeg = 1.35
     """Same with Simple (bulk copy, __threadfence_system, then a flag in the peer's FIFO)."""
     blackwell_hop_scale: Positive = 2.65
@@ -98,17 +99,17 @@ class CommParams(BaseModel):
     """One PCIe peer-to-peer (or host-bounce) ring step with LL (NCCL tuner PCI ring LL 1.0)."""
     pcie_hop_us_simple: NonNeg = 4.0
     """Same with Simple (NCCL tuner PCI ring Simple 5.7, tree 4.0)."""
-    nic_latency_us: NonNeg = 2.7
+    nic_latency_us: NonNeg = 3.0
     """One-way NIC latency (doorbell, DMA read, wire serialisation) per NIC traversed; a network step
     crosses two (ConnectX-7 RDMA write ~1-2 µs end to end)."""
-    proxy_step_us_ll: NonNeg = 0.5
+    proxy_step_us_ll: NonNeg = 1.0
     """NCCL proxy/progress cost of one network step with LL/LL128 beyond the two NIC traversals: the CPU
     proxy thread notices the GPU's FIFO and posts ibv_post_send (NCCL tuner net ring LL 2.7 µs in total,
     of which the NICs take most)."""
     proxy_step_us_simple: NonNeg = 14.0
     """Same with Simple, which adds the GPUDirect flush and clear-to-send round trip (NCCL tuner net
     Simple 14 µs; held at that value, the fit moves little: median 9.2% free vs 9.5%)."""
-    ring_sync_us: NonNeg = 4.0
+    ring_sync_us: NonNeg = 3.9
     """Multi-node rings: every step, NVLink ones too, waits for the proxy's progress of the ring's
     network steps, so a step costs at least this (the physical side of NCCL's net-overhead floor)."""
     nvls_phase_us: NonNeg = 1.0
@@ -121,7 +122,8 @@ class CommParams(BaseModel):
     take max(t1, t2) + min(t1, t2) / k: sequential for one chunk, overlapped for many. Largest chunk of the
     pipeline fill (:func:`clustertwin.comm.hierarchical.fill_s`)."""
     fill_stages: NonNeg = 4.0
-    """Pipeline fill of multi-stage algorithms (NVLS, tree, NVLSTree, CollNet): before the pipeline
+    """Pipeline fill of multi-stage Simple pipelines (NVLS, tree with a scale-up chain, NVLSTree, CollNet; LL and
+    LL128 stream at fine granularity and pay none): before the pipeline
     streams, the first chunks cross this many stages, adding ``fill_stages x min(S, chunk_bytes x
     channels) / algbw``. Fitted on validation/collective_tables.yaml; a per-depth fill (stages = the
     pipeline's depth, chunk shrunk for deep pipelines) fitted worse there (median 11% vs 9%)."""
