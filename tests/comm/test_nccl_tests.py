@@ -112,11 +112,10 @@ def test_node_bench_format_reads_back_with_both_blocks():
 def test_calibrating_on_the_published_log_lowers_its_error():
     """The real GCP A3 Mega log (2 hosts, TCPXO): the fit picks the network-side terms (no scale-up
     efficiency from a multi-host log) and at least halves the median time error."""
-    from tests.conftest import EXAMPLES
 
     from clustertwin import specs
 
-    cluster = specs.load(specs.ClusterSpec, str(EXAMPLES / "clusters" / "gcp-a3mega-2vm.yaml"), kind="cluster")
+    cluster = specs.load(specs.ClusterSpec, str(GCP_LOG.parent / "gcp-a3mega-2vm.yaml"), kind="cluster")
     res = fit(cluster, [parse_log(GCP_LOG.read_text(), GCP_LOG.name)])
     assert "nvlink_efficiency" not in res.params and "network_efficiency" in res.params
     assert res.blocks_used == 62
