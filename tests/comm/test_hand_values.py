@@ -25,7 +25,8 @@ SYNC = max(H, P.ring_sync_us)  # a step of a multi-node ring
 # one network step with Simple: 2 NICs + switch hops (rail-optimised, 3 hops max across the spine) + proxy
 NET = 2 * P.nic_latency_us + 3 * 0.150 + P.proxy_step_us_simple
 CHUNKS = GIB / (P.chunk_bytes * P.channels)
-FILL = P.fill_stages * min(GIB, P.chunk_bytes * P.channels)
+FILL = P.fill_stages * min(GIB, P.chunk_bytes * P.channels)  # a deep pipeline (tree across nodes)
+FILL2 = P.nvls_fill_stages * min(GIB, P.chunk_bytes * P.channels)  # a two-stage one (tree of 2 GPUs)
 
 
 def t(lat_us: float, algbw_gb_per_s: float, size: float = GIB) -> float:
@@ -47,7 +48,7 @@ F_AG_1024 = 1023 / 1024
 CASES = [
     # (op, gpus, algorithm, expected time at 1 GiB with Simple)
     ("all_reduce", 2, "ring", t(L + 2 * H, B_NV / 1.0)),
-    ("all_reduce", 2, "tree", t(L + 2 * (1 * H), B_NV / 2 * 0.92) + FILL / (B_NV / 2 * 0.92 * 1e9)),
+    ("all_reduce", 2, "tree", t(L + 2 * (1 * H), B_NV / 2 * 0.92) + FILL2 / (B_NV / 2 * 0.92 * 1e9)),
     ("all_gather", 2, "ring", t(L + 1 * H, B_NV / 0.5)),
     ("reduce_scatter", 2, "ring", t(L + 1 * H, B_NV / 0.5)),
     ("broadcast", 2, "ring", t(L + 1 * H, B_NV)),

@@ -37,9 +37,15 @@ def compose(t1: np.ndarray, t2: np.ndarray, k: np.ndarray) -> np.ndarray:
     return np.maximum(t1, t2) + np.minimum(t1, t2) / k
 
 
-def fill_s(nbytes: np.ndarray, depth: np.ndarray, algbw_gb_per_s: np.ndarray, p: CommParams) -> np.ndarray:
-    """Pipeline fill time (see the module docstring) where ``depth >= 2``; 0 elsewhere or at infinite bandwidth."""
+def fill_s(nbytes: np.ndarray, depth: np.ndarray, algbw_gb_per_s: np.ndarray, p: CommParams,
+           two_stage_scale: float = 1.0) -> np.ndarray:
+    """Pipeline fill time (see the module docstring): ``nvls_fill_stages x two_stage_scale`` for a
+    two-stage pipeline (NVLS on one node; the scale is ``blackwell_hop_scale`` on NVLink 5, whose
+    per-chunk handshakes are slower like its steps), ``fill_stages`` for deeper ones (tree, NVLSTree,
+    CollNet); 0 where ``depth < 2`` or the bandwidth is infinite."""
     size = np.asarray(nbytes, dtype=float)
+    d = np.asarray(depth)
+    stages = np.where(d <= 2, p.nvls_fill_stages * two_stage_scale, p.fill_stages)
     with np.errstate(divide="ignore", invalid="ignore"):
-        t = p.fill_stages * np.minimum(size, p.chunk_bytes * p.channels) / (np.asarray(algbw_gb_per_s) * 1e9)
-    return np.where((np.asarray(depth) >= 2) & np.isfinite(t), t, 0.0)
+        t = stages * np.minimum(size, p.chunk_bytes * p.channels) / (np.asarray(algbw_gb_per_s) * 1e9)
+    return np.where((d >= 2) & np.isfinite(t), t, 0.0)

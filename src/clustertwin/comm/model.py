@@ -222,7 +222,8 @@ def evaluate(cx: Ctx, cands: Sequence[Candidate], size: np.ndarray) -> Collectiv
     link_all = np.where(phased, compose(intra_all, inter_all, k), np.maximum(intra_all, inter_all))
     transfer_all = np.maximum(link_all, _bytes_over(size[None, :], cap[:, None]))
     depth = np.array([c.depth for c in cands], dtype=float)[:, None]
-    transfer_all = transfer_all + fill_s(size[None, :], depth, phys_bw[:, None], cx.p)
+    scale = cx.p.blackwell_hop_scale if cx.gen == "blackwell" else 1.0
+    transfer_all = transfer_all + fill_s(size[None, :], depth, phys_bw[:, None], cx.p, scale)
     time_all = lat_all + transfer_all
     tuner_t = tuner_s + size / (bw * 1e9)
     # NCCL's tuner picks the algorithm (with its mis-choices, e.g. the network-bound ring on two nodes);

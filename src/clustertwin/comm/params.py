@@ -83,16 +83,16 @@ class CommParams(BaseModel):
     graph_launch_us: NonNeg = 0.3
     """Per-collective launch cost inside a CUDA/HIP graph (nccl-tests ``-G``): the graph node's kernel
     start, ~1-2 µs (ROCm blog MI300X: 64 B all-reduce 6 µs with graphs vs ~13 µs without)."""
-    nvlink_hop_us_ll: NonNeg = 0.57
+    nvlink_hop_us_ll: NonNeg = 0.56
     """One NVLink/NVSwitch ring step with LL (8-byte flag+data stores, the receiver polls): store latency
     through the switch, ~0.5 µs (NCCL tuner NVLink ring LL 0.6)."""
     nvlink_hop_us_ll128: NonNeg = 3.0
     """Same with LL128 (128-byte lines with a flag word per line). Fitted at its upper bound, above the
     Simple row: the LL128 sizes (~1-32 MiB) are where per-channel chunking costs show, which this term
     absorbs (a known compromise, docs/comm.md Limits)."""
-    nvlink_hop_us_simple: NonNeg = 1.35
+    nvlink_hop_us_simple: NonNeg = 1.25
     """Same with Simple (bulk copy, __threadfence_system, then a flag in the peer's FIFO)."""
-    blackwell_hop_scale: Positive = 2.65
+    blackwell_hop_scale: Positive = 2.7
     """NVLink-5 (Blackwell, incl. NVL72 multi-node NVLink) step latency relative to the rows above: 8x B200
     ring LL ~23 µs at 32 KiB with graphs (nccl-tests#333), 8 GB200 over two trays 21.6 µs at 8 B (OKE)."""
     pcie_hop_us_ll: NonNeg = 1.0
@@ -121,12 +121,15 @@ class CommParams(BaseModel):
     8 = 512 KiB. A message of S bytes runs k = S / (chunk x channels) chunks, so two phases of t1 and t2
     take max(t1, t2) + min(t1, t2) / k: sequential for one chunk, overlapped for many. Largest chunk of the
     pipeline fill (:func:`clustertwin.comm.hierarchical.fill_s`)."""
-    fill_stages: NonNeg = 4.0
+    fill_stages: NonNeg = 6.0
     """Pipeline fill of multi-stage Simple pipelines (NVLS, tree with a scale-up chain, NVLSTree, CollNet; LL and
     LL128 stream at fine granularity and pay none): before the pipeline
     streams, the first chunks cross this many stages, adding ``fill_stages x min(S, chunk_bytes x
     channels) / algbw``. Fitted on validation/collective_tables.yaml; a per-depth fill (stages = the
     pipeline's depth, chunk shrunk for deep pipelines) fitted worse there (median 11% vs 9%)."""
+    nvls_fill_stages: NonNeg = 1.23
+    """The same fill for a two-stage pipeline (single-node NVLS: reduce, then multicast), x
+    ``blackwell_hop_scale`` on NVLink 5 (fitted: Hopper ~1.2 stages, Blackwell ~3.3)."""
     deepep_ll_overhead_us: NonNeg = 30.0
     """DeepEP low-latency kernels: fixed cost beyond launch and data (IBGDA atomics for the per-expert
     counters, the receiver's spin on them, the round trip), ~30-40 µs from DeepEP's V1 tables (EP8-256)."""
