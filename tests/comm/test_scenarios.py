@@ -85,7 +85,7 @@ def test_collective_tables_within_tolerance():
     assert np.median(errs) <= 0.10
     assert np.median(small) <= 0.20
     assert np.median(deepep) <= 0.15
-    assert max(errs) <= 1.5  # 3 cases above 50% remain (GCP TCPXO 16 MiB, li-plus 128 MiB knee, NVL72 20-rack 512 MiB)
+    assert max(errs) <= 1.1  # 3 cases above 50% remain (GCP TCPXO 16 MiB, li-plus 128 MiB knee, NVL72 20-rack 512 MiB)
 
 
 def _bytes(case: dict) -> float:
