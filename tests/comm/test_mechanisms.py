@@ -89,3 +89,16 @@ def test_expert_all_to_all_kernels(make_cluster):
     assert fewer.time_s < dispatch.time_s
     with pytest.raises(SpecError, match="did you mean 'deepep'"):
         expert_all_to_all(c, 64, 4096.0, 7168, kernel="deepepp")
+
+
+def test_caches_are_keyed_by_value(make_cluster):
+    """Two equal cluster specs (different objects) share the prepared candidates and the topology."""
+    from clustertwin.comm import model, span
+
+    a, b = make_cluster("dgx-h100", 4), make_cluster("dgx-h100", 4)
+    assert a is not b and a == b
+    collective(a, "all_reduce", 1.0, 32)
+    entries = len(model._prepared_cache)
+    collective(b, "all_reduce", 1.0, 32)
+    assert len(model._prepared_cache) == entries
+    assert span._topology(a) is span._topology(b)
