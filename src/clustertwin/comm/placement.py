@@ -30,7 +30,7 @@ from clustertwin.topology import GroupSpan
 MAX_LISTED_INDICES = 10_000_000
 """Upper bound on the GPU indices one placement list may expand to (guards against typos like 0-1e12)."""
 _CACHE_SIZE = 256
-_cache: dict[tuple[int, int, bytes], tuple[ClusterSpec, Placement]] = {}
+_cache: dict[tuple[ClusterSpec, int, bytes], Placement] = {}
 
 
 @dataclass(frozen=True)
@@ -133,12 +133,12 @@ def explicit_placement(cluster: ClusterSpec, gpu_indices: np.ndarray | Sequence[
     """Validate global GPU indices (distinct, in range, exactly ``gpus`` of them) and summarise them.
 
     ``c_k = bincount(g // gpus_per_node)``; nodes = #{k: c_k > 0}; ranks_per_node = max c_k.
-    Valid placements are cached per (cluster object, indices), so a repeated call costs one lookup."""
+    Valid placements are cached by value (cluster spec, indices), so a repeated call costs one lookup."""
     g = _as_indices(gpu_indices, "GPU")
-    key = (id(cluster), int(gpus), g.tobytes())
+    key = (cluster, int(gpus), g.tobytes())
     hit = _cache.get(key)
-    if hit is not None and hit[0] is cluster:
-        return hit[1]
+    if hit is not None:
+        return hit
     total = cluster.total_gpus
     if g.size != int(gpus):
         raise SpecError(f"placement lists {g.size} GPUs but the group has gpus={gpus}")
@@ -157,5 +157,5 @@ def explicit_placement(cluster: ClusterSpec, gpu_indices: np.ndarray | Sequence[
                    placement_span(cluster, used), index_ranges(s))
     if len(_cache) >= _CACHE_SIZE:
         _cache.pop(next(iter(_cache)))
-    _cache[key] = (cluster, pl)
+    _cache[key] = pl
     return pl

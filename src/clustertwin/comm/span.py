@@ -4,7 +4,7 @@
 (leaves and pods touched, farthest hops, the bandwidth fractions that a ring and an all-to-all get across
 the spine) for nodes ``0 .. n_nodes-1``; ``placement_span(cluster, nodes)`` the same for any node set
 (:meth:`~clustertwin.topology.Topology.span_of`, used by explicit placements). Built topologies are
-cached per cluster object, so repeated collective evaluations on one cluster cost one build.
+cached by value (the frozen cluster spec is the key), so equal clusters share one build.
 """
 
 from __future__ import annotations
@@ -16,17 +16,17 @@ from clustertwin.topology import GroupSpan, Topology, build
 
 _CACHE_SIZE = 64
 
-_topologies: dict[int, tuple[ClusterSpec, Topology]] = {}
+_topologies: dict[ClusterSpec, Topology] = {}
 
 
 def _topology(cluster: ClusterSpec) -> Topology:
-    hit = _topologies.get(id(cluster))
-    if hit is not None and hit[0] is cluster:
-        return hit[1]
+    hit = _topologies.get(cluster)
+    if hit is not None:
+        return hit
     topo = build(cluster)
     if len(_topologies) >= _CACHE_SIZE:
         _topologies.pop(next(iter(_topologies)))
-    _topologies[id(cluster)] = (cluster, topo)
+    _topologies[cluster] = topo
     return topo
 
 
