@@ -11,7 +11,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from clustertwin.cli.common import table
+from clustertwin.cli.common import fmt, table
 
 BIN = Path(sys.executable).parent / "clustertwin"
 SIZE_ARGS = ["infer", "size", "-m", "llama3-70b", "--qps", "10", "--input-len", "512", "--output-len", "256",
@@ -47,4 +47,4 @@ def test_infer_size_at_80_columns_prints_every_number_whole() -> None:
     feasible = [c for c in data["candidates"] if c["feasible"]]
     assert feasible
     for c in feasible:
-        assert f"{c['replica_qps']:.2f}" in text
+        assert fmt(float(c["replica_qps"])) in text

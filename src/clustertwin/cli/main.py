@@ -21,6 +21,7 @@ from clustertwin.errors import ClusterTwinError
 
 #: command -> (module under clustertwin.cli exposing ``register(app)``, one-line help for ``clustertwin --help``)
 COMMANDS: dict[str, tuple[str, str]] = {
+    "calibrate": ("comm_cmd", "Fit a cluster's comm parameters to nccl-tests logs; write a calibration file."),
     "catalog": ("catalog_cmd", "List catalog entries, or show one entry with its source."),
     "comm": ("comm_cmd", "Predict a collective's time, algbw and busbw over message sizes (nccl-tests columns)."),
     "deploy": ("deploy_cmd", "Generate a Slurm script or Kubernetes manifests for a training job."),
