@@ -59,7 +59,9 @@ def estimate_command(
     rows = [
         ["mode", est.mode], ["deployment", f"{est.replicas} x tp{est.tp} pp{est.pp} {est.gpu} ({est.gpus} GPUs)"],
         ["precision (weights / KV)", f"{est.precision} / {est.kv_precision}"],
-        ["batch per replica (mean / max)", f"{est.batch:,.1f} / {est.max_batch:,}"],
+        ["batch per replica (mean / simulated max)",
+         f"{est.batch:,.1f} / {est.simulated_max_batch if est.simulated_max_batch is not None else '-'}"],
+        ["KV-cache batch limit per replica", est.max_batch],
         ["output tokens/s", est.output_tokens_per_s], ["output tokens/s per GPU", est.output_tokens_per_s_per_gpu],
         ["total tokens/s", est.throughput_tokens_per_s], ["requests/s", est.request_throughput_per_s],
         ["TTFT mean ms", est.ttft_ms], ["TTFT p99 ms", est.ttft_ms_p99],

@@ -59,10 +59,11 @@ class InferParams(Spec):
     tp_allreduce_latency_us: _NonNeg = 12.0
     """Fallback TP all-reduce latency per call, µs (custom one-shot all-reduce kernels of TRT-LLM/vLLM:
     8-15 µs on NVLink; NCCL ring ~20-30 µs). Used only without ``clustertwin.comm``."""
-    memory_utilization: _Frac = 0.92
-    """Fraction of device memory the engine may use for weights + KV cache (vLLM
-    ``gpu_memory_utilization`` 0.90 default; TRT-LLM ``kv_cache_free_gpu_mem_fraction`` 0.90-0.95 of
-    the memory left after weights)."""
+    kv_cache_free_mem_fraction: _Frac = 0.9
+    """Fraction of the device memory left after weights and the runtime reserve that the engine gives
+    to the KV cache (TensorRT-LLM ``kv_cache_free_gpu_mem_fraction`` default 0.90, NVIDIA's published
+    tables use 0.95; vLLM sizes the KV cache from what its ``gpu_memory_utilization`` leaves after
+    profiling weights and activations)."""
     runtime_reserve_gib: _NonNeg = 2.0
     """Per-GPU memory held by the CUDA context, activation workspace and communication buffers, GiB."""
     max_batch_seqs: Annotated[int, Field(gt=0)] = 2048
