@@ -79,6 +79,24 @@ class InferParams(Spec):
     """Disaggregated serving: achieved fraction of the scale-out NIC bandwidth when moving a prompt's KV
     cache from a prefill to a decode instance (NIXL/UCX RDMA reaches 60-85% of line rate)."""
 
+    cold_start_fixed_s: _NonNeg = 30.0
+    """Replica start-up besides moving the weights: container start from a cached image, engine
+    initialisation, CUDA-graph capture and warm-up (Kubernetes replica start "30 seconds to several
+    minutes"; NVIDIA Dynamo snapshots cut start-up "from minutes to under 5 seconds")."""
+    weights_nvme_gb_per_s: Annotated[float, Field(gt=0)] = 2.25
+    """Checkpoint read rate from a node-local NVMe drive, GB/s (SkyPilot: a 14.19 GB 7B model in
+    11.72 s). Standard loaders reach 1.5-2 GB/s (LLaMA-2-70B loads in 84 s, ServerlessLLM)."""
+    weights_object_store_gb_per_s: Annotated[float, Field(gt=0)] = 0.19
+    """Checkpoint read rate from an object store mounted as a file system (SkyPilot: S3 mount 0.19 GB/s,
+    142 s for 14.19 GB)."""
+    weights_network_efficiency: _Frac = 0.5
+    """Achieved fraction of the node's scale-out NIC bandwidth when streaming weights from a peer or a
+    parallel file system (TCP/HTTP range reads and deserialisation: about half of line rate)."""
+    prefix_cache_fraction: _Frac = 0.5
+    """Fraction of a replica's KV-cache capacity that holds reusable prefix blocks between requests
+    (vLLM automatic prefix caching keeps freed blocks until they are evicted; about half the pool is free
+    at moderate load)."""
+
     @classmethod
     def resolve(cls, calibration: Calibration | None = None, params: InferParams | None = None) -> InferParams:
         """Defaults, then ``params``, then ``calibration.infer`` overrides (validated by name)."""

@@ -305,4 +305,20 @@ class StepModel:
             stage = gemm + attn + L2 * lookup(ar_s, T) + lookup(p2p_s, T) + ovh
             return pp * stage + step_ovh + seq_ovh * lg
 
-        return f
+        if self.tp > 1 or pp > 1:
+            return f
+
+        def f1(B: float, ctx: float, P: float, pfa: float, lg: float) -> float:
+            """``f`` for tp = pp = 1 (no communication terms), the simulator's common case."""
+            T = B + P
+            if T <= 0:
+                return 0.0
+            gc = c_gemm * T + c_lm * lg
+            gm = m_dense + m_lm + (m_exp * (1.0 - (1.0 - koe) ** T) if koe else 0.0)
+            gemm = (gc if gc > gm else gm) + ov * (gm if gc > gm else gc)
+            ac = c_attn * (ctx + pfa)
+            am = m_kv * (ctx + T)
+            attn = (ac if ac > am else am) + ov * (am if ac > am else ac)
+            return gemm + attn + ovh + step_ovh + seq_ovh * lg
+
+        return f1
