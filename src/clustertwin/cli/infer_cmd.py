@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import typer
 
+from clustertwin.cli import infer_fleet_cmd as _fleet
 from clustertwin.cli.common import JsonOpt, console, load_calibration, load_model, print_json, table
 from clustertwin.errors import SpecError
 
@@ -75,19 +76,35 @@ def estimate_command(
 
 @infer_app.command("size")
 def size_command(
-    qps: float = typer.Option(..., "--qps", help="Requests per second to serve."),
-    input_len: int = typer.Option(..., "--input-len", help="Prompt tokens."),
-    output_len: int = typer.Option(..., "--output-len", help="Generated tokens."),
+    qps: float = typer.Option(None, "--qps", help="Requests per second to serve (without --trace)."),
+    input_len: int = typer.Option(None, "--input-len", help="Prompt tokens (synthetic trace: mean)."),
+    output_len: int = typer.Option(None, "--output-len", help="Generated tokens (synthetic trace: mean)."),
     slo_ttft_ms: float = typer.Option(..., "--slo-ttft-ms", help="TTFT SLO at the percentile, ms."),
-    slo_tpot_ms: float = typer.Option(..., "--slo-tpot-ms", help="TPOT SLO at the percentile, ms."),
+    slo_tpot_ms: float = typer.Option(None, "--slo-tpot-ms", help="TPOT SLO at the percentile, ms "
+                                      "(optional with --trace)."),
     model: str = ModelOpt,
     node: list[str] = typer.Option(["dgx-h100"], "--node", "-n", help="Node types to consider (repeatable)."),
     tp: list[int] = typer.Option([], "--tp", help="TP degrees to consider (repeatable; default 1,2,4,8)."),
     precision: list[str] = typer.Option(["bf16", "fp8"], "--precision", "-p", help="Weight precisions (repeatable)."),
-    percentile: float = typer.Option(90.0, "--percentile", help="SLO percentile (50-99.9)."),
+    percentile: float = typer.Option(90.0, "--percentile", help="SLO percentile (50-99.9); with --trace the "
+                                     "default attainment is 99."),
     disaggregated: bool = typer.Option(False, "--disaggregated", help="Separate prefill and decode pools."),
     usd_per_gpu_hour: float = typer.Option(None, "--usd-per-gpu-hour", help="Override the GPU-hour price."),
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Check the winner with the simulator."),
+    trace: str = _fleet.TraceOpt, fmt: str = _fleet.FormatOpt, num_prompts: int = _fleet.NumPromptsOpt,
+    request_rate: float = _fleet.RateOpt,
+    attainment: float = typer.Option(None, "--attainment", help="With --trace: share of requests (%) that "
+                                     "must meet the SLOs (default 99)."),
+    router: str = typer.Option("least-outstanding", "--router", help="With --trace: round-robin, "
+                               "least-outstanding, prefix."),
+    batching: str = typer.Option("continuous", "--batching", help="With --trace: continuous or static."),
+    weights_from: str = typer.Option("nvme", "--weights-from", help="With --trace: cold start path."),
+    autoscale: bool = typer.Option(True, "--autoscale/--no-autoscale", help="With --trace: also size an "
+                                   "autoscaled policy."),
+    duration_s: float = _fleet.DurationOpt, peak_to_mean: float = _fleet.PeakOpt,
+    burst_fraction: float = _fleet.BurstFracOpt, burstiness: float = _fleet.BurstinessOpt,
+    period_s: float = _fleet.PeriodOpt, length_cv: float = _fleet.CvOpt, prefix_groups: int = _fleet.GroupsOpt,
+    prefix_tokens: int = _fleet.PrefixOpt, seed: int = _fleet.SeedOpt, window_s: float = _fleet.WindowOpt,
     calibration: str = CalOpt,
     json_out: bool = JsonOpt,
 ) -> None:
@@ -99,6 +116,16 @@ def size_command(
         raise SpecError("--percentile must be in [50, 100)")
     m = load_model(model)
     nodes = [specs.load(specs.NodeSpec, n, kind="node") for n in node]
+    if trace is not None:
+        tr = _fleet.load_trace(trace, fmt, num_prompts, request_rate, duration_s, peak_to_mean, burst_fraction,
+                               burstiness, period_s, input_len or 1024, output_len or 256, length_cv, prefix_groups,
+                               prefix_tokens, seed, window_s)
+        _size_trace(m, nodes, tr, slo_ttft_ms, slo_tpot_ms, 99.0 if attainment is None else attainment, tp,
+                    precision, router, batching, weights_from, autoscale, usd_per_gpu_hour, window_s, calibration,
+                    json_out)
+        return
+    if qps is None or input_len is None or output_len is None or slo_tpot_ms is None:
+        raise SpecError("without --trace, give --qps, --input-len, --output-len and --slo-tpot-ms")
     res = size(m, nodes, qps=qps, input_len=input_len, output_len=output_len, slo_ttft_ms=slo_ttft_ms,
                slo_tpot_ms=slo_tpot_ms, tps=tp or None, precisions=precision, percentile=percentile / 100,
                disaggregated=disaggregated, usd_per_gpu_hour_override=usd_per_gpu_hour, verify=verify,
@@ -127,6 +154,49 @@ def size_command(
                       f"{'meets' if v['meets_slo'] else 'MISSES'} the SLO"
                       + (f" ({v['replicas_added']} replicas added to the analytic optimum after simulation)"
                          if v.get("replicas_added") else ""))
+
+
+def _size_trace(m, nodes, tr, slo_ttft_ms, slo_tpot_ms, attainment, tp, precision, router, batching, weights_from,
+                autoscale, usd_per_gpu_hour, window_s, calibration, json_out) -> None:
+    from clustertwin.infer.sizing_trace import size_for_trace
+
+    if not 50 <= attainment < 100:
+        raise SpecError("--attainment must be in [50, 100)")
+    res = size_for_trace(m, nodes, tr, slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms, attainment=attainment / 100,
+                         tps=tp or None, precisions=precision, router=router, batching=batching,
+                         weights_from=weights_from, autoscale=autoscale, usd_per_gpu_hour_override=usd_per_gpu_hour,
+                         window_s=window_s, calibration=load_calibration(calibration))
+    if json_out:
+        print_json(res)
+        return
+    st = res.trace
+    slo = f"TTFT <= {slo_ttft_ms:g} ms" + (f", TPOT <= {slo_tpot_ms:g} ms" if slo_tpot_ms else "")
+    console.print(f"trace: {st['requests']:,} requests over {st['duration_s']:,.0f} s, {st['mean_rate']:.2f} req/s "
+                  f"mean, peak-to-mean {st['peak_to_mean_60s']:.2f} (60 s windows); mean {st['input_len']['mean']:,.0f} "
+                  f"in / {st['output_len']['mean']:,.0f} out", markup=False, highlight=False)
+    rows = []
+    for label, c in (("sized for the mean", res.mean_sized), ("cheapest fixed fleet", res.fixed),
+                     ("cheapest autoscaled", res.autoscaled)):
+        if c is None:
+            continue
+        mm = c.metrics
+        what = (f"min {c.policy['min_replicas']}, target {c.policy['target_value']:g} in flight/replica"
+                if c.policy.get("autoscale") else f"{c.replicas} replicas")
+        rows.append([label, f"tp{c.tp} {c.precision} {c.node}", what, mm["mean_replicas"] * c.tp,
+                     c.usd_per_hour, mm["p99_ttft_ms"], mm["p99_tpot_ms"], c.slo_attainment, c.headroom,
+                     mm["gpu_busy_fraction"], mm["mfu"]])
+    console.print(table(f"infer size --trace: {m.id or m.name}, {slo}, {attainment:g}% of requests",
+                        ["fleet", "deployment", "policy", "mean GPUs", "USD/h", "TTFT p99 ms", "TPOT p99 ms",
+                         "SLO att.", "headroom", "busy", "MFU"], rows))
+    if res.fixed is None:
+        console.print("no candidate meets the SLOs")
+    skipped = [c for c in res.candidates if c.get("reason")]
+    for c in skipped:
+        console.print(f"  tp{c['tp']} {c['precision']} {c['node']}: {c['reason']}", markup=False, highlight=False)
+    console.print(f"{res.simulations} fleet simulations", markup=False, highlight=False)
+
+
+_fleet.register(infer_app)
 
 
 def register(app: typer.Typer) -> None:

@@ -2,8 +2,8 @@
 quantisation, continuous-batching simulation, and sizing for a request rate under TTFT/TPOT SLOs."""
 
 from clustertwin.infer.arch import kv_bytes_per_token, shape
-from clustertwin.infer.fleet import FleetPolicy, simulate_fleet
 from clustertwin.infer.estimator import InferEstimate, estimate, steady_state
+from clustertwin.infer.fleet import FleetPolicy, simulate_fleet
 from clustertwin.infer.params import InferParams
 from clustertwin.infer.roofline import Deployment, StepModel
 from clustertwin.infer.simulate import SimResult, Workload, simulate

@@ -336,9 +336,7 @@ class _Fleet:
             elif ta == t:
                 self.route(i)
                 i += 1
-        if self.max_misses is not None and self.misses > self.max_misses:
-            return False
-        return True
+        return not (self.max_misses is not None and self.misses > self.max_misses)
 
 
 def simulate_fleet(dep: Deployment, trace: RequestTrace, policy: FleetPolicy | None = None, *,
@@ -365,7 +363,7 @@ def simulate_fleet(dep: Deployment, trace: RequestTrace, policy: FleetPolicy | N
                         f"{dep.memory().kv_capacity_tokens:,.0f} tokens per replica; use more GPUs per replica")
     max_misses = None
     if abort_below_attainment is not None and slo_ttft_ms is not None:
-        max_misses = int(math.floor((1.0 - abort_below_attainment) * len(trace)))
+        max_misses = math.floor((1.0 - abort_below_attainment) * len(trace))
     fl = _Fleet(dep, trace, pol, (slo_ttft_ms or math.inf) / 1e3,
                 slo_tpot_ms / 1e3 if slo_tpot_ms is not None else None, window_s, max_misses)
     complete = fl.run()

@@ -26,8 +26,8 @@ iterations of ``max_batch_tokens``) and a decode pool (TPOT: decode-only iterati
 from __future__ import annotations
 
 import math
-from statistics import NormalDist
 from dataclasses import dataclass, field, replace
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np

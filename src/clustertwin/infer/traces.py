@@ -105,12 +105,15 @@ class RequestTrace:
         return (len(self) - 1) / self.duration_s if self.duration_s > 0 else math.inf
 
     def rate_per_window(self, window_s: float) -> np.ndarray:
-        """Arrivals per second in consecutive windows of ``window_s`` (last partial window dropped
-        unless it is the only one)."""
-        n_w = max(1, int(self.duration_s // window_s))
-        idx = (self.arrival_s // window_s).astype(np.int64)
-        counts = np.bincount(idx[idx < n_w], minlength=n_w) if n_w > 1 else np.array([len(self)])
-        return counts[:n_w] / window_s
+        """Arrivals per second in consecutive windows of ``window_s``; the span is cut into
+        ``round(duration / window_s)`` windows, the last one taking the remainder (0.5-1.5 windows
+        long) and its rate over its real length."""
+        n_w = max(1, round(self.duration_s / window_s))
+        idx = np.minimum((self.arrival_s // window_s).astype(np.int64), n_w - 1)
+        counts = np.bincount(idx, minlength=n_w)
+        lengths = np.full(n_w, float(window_s))
+        lengths[-1] = max(self.duration_s - (n_w - 1) * window_s, 1e-9)
+        return counts / lengths
 
     def peak_to_mean(self, window_s: float = 60.0) -> float:
         """Largest window rate over the mean window rate (the burstiness figure of the trace notes)."""
@@ -177,6 +180,8 @@ def azure_timestamp(text: str) -> float:
     if not m:
         raise ValueError(f"bad TIMESTAMP: '{text.strip()[:40]}' is not 'YYYY-MM-DD HH:MM:SS[.fffffff]'")
     y, mo, d, hh, mm, ss, frac, tz = m.groups()
+    if int(hh) > 23 or int(mm) > 59 or int(ss) > 60:
+        raise ValueError(f"bad TIMESTAMP: '{text.strip()[:40]}' has no such time of day")
     key = (int(y), int(mo), int(d))
     day = _DAYS.get(key)
     if day is None:
