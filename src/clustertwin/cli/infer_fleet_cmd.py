@@ -87,7 +87,8 @@ def _summary_rows(m: dict[str, Any]) -> list[list[Any]]:
                                 for k in ("mean", "median", "p90", "p99"))])
     rows += [["SLO attainment", m["slo_attainment"]], ["replicas mean / peak window",
              f"{m['mean_replicas']:.2f} / {m['peak_replicas']:.2f}"],
-             ["GPU busy fraction (iterations running)", m["gpu_busy_fraction"]], ["MFU (vs 16-bit peak)", m["mfu"]],
+             ["GPU busy fraction (compute)", m["gpu_busy_fraction"]], ["MFU (vs 16-bit peak)", m["mfu"]],
+             ["GPU active fraction (iterations running)", m["gpu_active_fraction"]],
              ["GPU-hours", m["gpu_hours"]], ["cost USD", m["cost_usd"]],
              ["USD per 1M output tokens", m["usd_per_million_output_tokens"]]]
     return rows
@@ -198,11 +199,11 @@ def _windows_table(windows: list[dict[str, Any]], window_s: float):
 
     t = Table(title=f"per {window_s:g} s window (latencies: p99 ms)", title_justify="left", box=box.SIMPLE_HEAD,
               padding=(0, 0), pad_edge=False)
-    for i, c in enumerate(["start s", "req", "repl", "busy", "MFU", "TTFT", "TPOT", "ITL", "E2EL", "SLO", "USD"]):
+    for i, c in enumerate(["start s", "req", "repl", "busy", "act", "TTFT", "TPOT", "ITL", "E2EL", "SLO", "USD"]):
         t.add_column(c, justify="left" if i == 0 else "right", no_wrap=True)
     for w in windows:
         t.add_row(f(w["start_s"], ",.0f"), f(w["requests"], ","), f(w["replicas"], ".1f"),
-                  f(w["gpu_busy_fraction"], ".2f"), f(w["mfu"], ".2f"), f(w["p99_ttft_ms"], ",.0f"),
+                  f(w["gpu_busy_fraction"], ".2f"), f(w["gpu_active_fraction"], ".2f"), f(w["p99_ttft_ms"], ",.0f"),
                   f(w["p99_tpot_ms"], ".0f"), f(w["p99_itl_ms"], ".0f"), f(w["p99_e2el_ms"], ",.0f"),
                   f(w["slo_attainment"], ".2f"), f(w["cost_usd"], ".2f"))
     return t

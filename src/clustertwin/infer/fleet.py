@@ -170,6 +170,7 @@ class _Fleet:
         self.starting: list[tuple[float, int, Replica]] = []
         self.draining: list[Replica] = []
         self.rr = 0
+        self.active: dict[int, Replica] = {}
         self.in_flight = 0
         self.held: list[int] = []
         self.transfer = kv_transfer_s(dep, trace.input_len, pol.kv_path) if pol.disaggregated else None
@@ -230,7 +231,7 @@ class _Fleet:
             return best
         return least
 
-    def route(self, r: int) -> None:
+    def route(self, r: int, t: float) -> None:
         pol = self.pol
         if pol.max_concurrency is not None and self.in_flight >= pol.max_concurrency:
             self.held.append(r)
@@ -250,7 +251,15 @@ class _Fleet:
             self.work[r] = max(1, self.isl[r] - hit * self.tr.block_tokens)
             rep.remember(b)
         self.in_flight += 1
-        rep.submit(r)
+        self._join(rep, r, t)
+
+    def _join(self, rep: Replica, r: int, t: float) -> None:
+        """Request ``r`` joins ``rep`` at ``t``: a continuous-batching replica's decode stretch is split
+        at ``t`` so the request starts in the next iteration (a static batch admits nothing mid-batch)."""
+        if rep.rid in self.active and not rep.static:
+            rep.advance_to(t, cut=True)
+        rep.submit(r, t)
+        self.active[rep.rid] = rep
 
     # ---------------------------------------------------------------- autoscaling
     def promote(self, t: float) -> None:
@@ -314,9 +323,11 @@ class _Fleet:
             th = self.events[0][0] if self.events else math.inf
             tsr = self.starting[0][0] if self.starting else math.inf
             t = min(ta, th, tick if i < n else math.inf, tsr)
-            for rep in self.live():
-                if rep.now < t:
-                    rep.advance_to(t)
+            for rep in list(self.active.values()):  # only replicas whose state changes by t
+                if rep.next_change <= t:
+                    rep.advance_to(t, cut=False)
+                    if rep.idle:
+                        del self.active[rep.rid]
             if t == math.inf:
                 if not self.events:
                     break
@@ -330,11 +341,11 @@ class _Fleet:
             elif th <= ta and self.events:
                 _, _, kind, r = heapq.heappop(self.events)
                 if kind == 1:  # KV hand-off to the decode pool
-                    self.pick(self.decode_pool, r).submit(r)
+                    self._join(self.pick(self.decode_pool, r), r, t)
                 else:
-                    self.route(r)
+                    self.route(r, t)
             elif ta == t:
-                self.route(i)
+                self.route(i, t)
                 i += 1
         return not (self.max_misses is not None and self.misses > self.max_misses)
 

@@ -8,9 +8,13 @@ to last completion): ``request_throughput``, ``output_throughput``, ``total_toke
 ``request_goodput`` (requests meeting the SLOs per second).
 
 Fleet figures: ``slo_attainment`` (requests meeting TTFT and TPOT SLOs, rejected ones count as
-misses, over all requests); ``gpu_busy_fraction`` (time replicas ran iterations / provisioned replica
-time, the ``nvidia-smi`` utilisation sense); ``mfu`` (model FLOPs of linear layers and attention /
-(provisioned GPU-seconds × dense 16-bit peak), one scale for every precision); ``gpu_hours``,
+misses, over all requests); ``mfu`` (model FLOPs of the linear layers and attention / (provisioned
+GPU-seconds × dense 16-bit peak), one scale for every precision); ``gpu_busy_fraction`` = ``mfu /
+gemm_efficiency``, the share of the provisioned GPU time the work done would keep the GPU busy at its
+achieved 16-bit GEMM rate (headroom = 1 − busy; FP8 math can push it past 1 when compute-bound);
+``gpu_active_fraction`` (time replicas ran iterations / provisioned time: what ``nvidia-smi``
+reports as utilisation, near 1 under continuous batching at any load, so not a measure of headroom);
+``gpu_hours``,
 ``cost_usd`` and ``usd_per_million_output_tokens``. ``windows``: the same per ``window_s`` of
 arrival time, with the time-averaged provisioned replicas.
 """
@@ -101,6 +105,7 @@ def summarize(fl: Any, complete: bool, price: float, slo_ttft_ms: float | None, 
     cost = gpu_h * price
     busy_s = sum(r.busy_s for r in fl.all)
     peak16 = float(fl.dep.gpu.peak_tflops("bf16") or fl.dep.gpu.peak_tflops("fp16") or 0.0) * units.TFLOP
+    eff = fl.dep.params.gemm_efficiency
     W = fl.window_s
     n_w = max(1, math.ceil(horizon / W))
     busy_w = np.zeros(n_w)
@@ -126,7 +131,8 @@ def summarize(fl: Any, complete: bool, price: float, slo_ttft_ms: float | None, 
         **_stats("ttft", ttft[sv]), **_stats("tpot", tpot[tp_ok]), **_stats("itl", itl_dt, itl_n),
         **_stats("e2el", e2el[sv]),
         "slo_ttft_ms": slo_ttft_ms, "slo_tpot_ms": slo_tpot_ms, "slo_attainment": float(ok.sum()) / n,
-        "gpu_busy_fraction": busy_s / max(replica_s, 1e-12),
+        "gpu_busy_fraction": float(flops_w.sum()) / max(replica_s * gpus * peak16 * eff, 1e-12),
+        "gpu_active_fraction": busy_s / max(replica_s, 1e-12),
         "mfu": float(flops_w.sum()) / max(replica_s * gpus * peak16, 1e-12),
         "mean_replicas": replica_s / horizon, "peak_replicas": 0, "gpu_hours": gpu_h, "cost_usd": cost,
         "usd_per_gpu_hour": price,
@@ -148,7 +154,8 @@ def summarize(fl: Any, complete: bool, price: float, slo_ttft_ms: float | None, 
         itl = _stats("itl", itl_dt[sel], itl_n[sel])
         row = {"start_s": float(edges[w]), "requests": int(hi[w] - lo[w]), "rejected": int(fl.rejected[sl].sum()),
                "replicas": float(rep_w[w] / span),
-               "gpu_busy_fraction": float(busy_w[w] / rep_w[w]) if rep_w[w] > 0 else 0.0,
+               "gpu_busy_fraction": float(flops_w[w] / (rep_w[w] * gpus * peak16 * eff)) if rep_w[w] > 0 else 0.0,
+               "gpu_active_fraction": float(busy_w[w] / rep_w[w]) if rep_w[w] > 0 else 0.0,
                "mfu": float(flops_w[w] / (rep_w[w] * gpus * peak16)) if rep_w[w] > 0 else 0.0,
                "slo_attainment": float(ok[sl].mean()) if hi[w] > lo[w] else None,
                "cost_usd": float(rep_w[w] * gpus / units.HOUR_S * price)}

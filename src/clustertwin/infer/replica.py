@@ -44,6 +44,7 @@ class Replica:
         self.flops_token, self.flops_attn = flops_token, flops_attn
         self.window_s = window_s
         self.now = start_s
+        self.next_change = math.inf
         self.it = 0
         self.B = 0
         self.ctx = 0.0
@@ -89,8 +90,12 @@ class Replica:
             c.popitem(last=False)
 
     # ------------------------------------------------------------------ requests
-    def submit(self, r: int) -> None:
+    def submit(self, r: int, t: float) -> None:
+        """Queue request ``r`` at time ``t`` (an idle replica's clock moves to ``t`` first)."""
+        if self.now < t and self.idle:
+            self.now = t
         self.waiting.append(r)
+        self.next_change = self.now
         self.outstanding += 1
 
     @property
@@ -140,25 +145,32 @@ class Replica:
         self.done[r] = self.now
         self.on_done(self, r, self.now)
 
-    def advance_to(self, t: float) -> None:
-        """Run iterations until the clock is at or past ``t`` (the iteration in flight finishes), or
-        until there is no work (the clock then jumps to ``t``)."""
+    def advance_to(self, t: float, cut: bool = True) -> None:
+        """Run iterations until the clock is at or past ``t`` (the iteration in flight finishes) or
+        there is no work. A decode-only stretch that would end after ``t`` is split at ``t`` when
+        ``cut`` (a request is about to join) and otherwise left whole: nothing changes inside it, and
+        ``next_change`` (its end) tells the fleet when the replica must be advanced again."""
         step, isl, osl = self.step, self.isl, self.osl
-        while self.now < t:
+        while True:
             self._admit()
             B = self.B
             if B == 0 and not self.prefilling:
-                if t < math.inf:
-                    self.now = t
+                self.next_change = math.inf
                 return
             if not self.prefilling and self.finish:
-                # decode-only stretch up to the next completion or past t
-                k_done = self.finish[0][0] - self.it + 1
+                # decode-only stretch up to the next completion (or split at t)
+                k = k_done = self.finish[0][0] - self.it + 1
                 dt = step(B, self.ctx + B * (k_done - 1) / 2.0, 0, 0.0, B)
-                k = k_done
-                if math.isfinite(t) and (t - self.now) < k_done * dt:
+                end = self.now + k_done * dt
+                split = False
+                if end > t:
+                    if not cut or self.now >= t:
+                        self.next_change = end
+                        return
                     k = max(1, math.ceil((t - self.now) / dt))
-                    dt = step(B, self.ctx + B * (k - 1) / 2.0, 0, 0.0, B)
+                    if k < k_done:
+                        dt = step(B, self.ctx + B * (k - 1) / 2.0, 0, 0.0, B)
+                        split = True
                 span = k * dt
                 self._account(self.now, span,
                               k * (B * self.flops_token + self.flops_attn * (self.ctx + B * (k - 1) / 2.0)))
@@ -171,7 +183,13 @@ class Replica:
                 self.ctx += B * k
                 self.it += k
                 self._pop_finished(self.it - 1)
+                if split:
+                    self.next_change = self.now
+                    return
                 continue
+            if self.now >= t:
+                self.next_change = self.now
+                return
             budget = max(0, self.max_tokens - B)
             P = 0
             pfa = 0.0
