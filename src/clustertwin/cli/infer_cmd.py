@@ -174,20 +174,27 @@ def _size_trace(m, nodes, tr, slo_ttft_ms, slo_tpot_ms, attainment, tp, precisio
     console.print(f"trace: {st['requests']:,} requests over {st['duration_s']:,.0f} s, {st['mean_rate']:.2f} req/s "
                   f"mean, peak-to-mean {st['peak_to_mean_60s']:.2f} (60 s windows); mean {st['input_len']['mean']:,.0f} "
                   f"in / {st['output_len']['mean']:,.0f} out", markup=False, highlight=False)
-    rows = []
-    for label, c in (("sized for the mean", res.mean_sized), ("cheapest fixed fleet", res.fixed),
-                     ("cheapest autoscaled", res.autoscaled)):
-        if c is None:
-            continue
-        mm = c.metrics
-        what = (f"min {c.policy['min_replicas']}, target {c.policy['target_value']:g} in flight/replica"
-                if c.policy.get("autoscale") else f"{c.replicas} replicas")
-        rows.append([label, f"tp{c.tp} {c.precision} {c.node}", what, mm["mean_replicas"] * c.tp,
-                     c.usd_per_hour, mm["p99_ttft_ms"], mm["p99_tpot_ms"], c.slo_attainment, c.headroom,
-                     mm["gpu_busy_fraction"], mm["mfu"]])
-    console.print(table(f"infer size --trace: {m.id or m.name}, {slo}, {attainment:g}% of requests",
-                        ["fleet", "deployment", "policy", "mean GPUs", "USD/h", "TTFT p99 ms", "TPOT p99 ms",
-                         "SLO att.", "headroom", "busy", "MFU"], rows))
+    fleets = [(label, c) for label, c in (("sized for the mean", res.mean_sized), ("cheapest fixed", res.fixed),
+                                          ("cheapest autoscaled", res.autoscaled)) if c is not None]
+
+    def policy(c) -> str:
+        if c.policy.get("autoscale"):
+            return f"min {c.policy['min_replicas']}, {c.policy['target_value']:g}/replica"
+        return f"{c.replicas} replica" + ("s" if c.replicas != 1 else "")
+
+    rows = [["deployment"] + [f"tp{c.tp} {c.precision}" for _, c in fleets],
+            ["policy"] + [policy(c) for _, c in fleets],
+            ["mean GPUs"] + [c.metrics["mean_replicas"] * c.tp for _, c in fleets],
+            ["USD/h"] + [c.usd_per_hour for _, c in fleets],
+            ["TTFT p99 ms"] + [c.metrics["p99_ttft_ms"] for _, c in fleets],
+            ["TPOT p99 ms"] + [c.metrics["p99_tpot_ms"] for _, c in fleets],
+            ["SLO attainment"] + [c.slo_attainment for _, c in fleets],
+            ["headroom (capacity / mean)"] + [c.headroom for _, c in fleets],
+            ["GPU busy fraction"] + [c.metrics["gpu_busy_fraction"] for _, c in fleets],
+            ["GPU active fraction"] + [c.metrics["gpu_active_fraction"] for _, c in fleets]]
+    if fleets:
+        console.print(table(f"infer size --trace: {m.id or m.name} on {fleets[0][1].node}, {slo}, "
+                            f"{attainment:g}% of requests", ["fleet"] + [label for label, _ in fleets], rows))
     if res.fixed is None:
         console.print("no candidate meets the SLOs")
     skipped = [c for c in res.candidates if c.get("reason")]

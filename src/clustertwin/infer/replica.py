@@ -50,7 +50,7 @@ class Replica:
         self.ctx = 0.0
         self.kv_used = 0.0
         self.waiting: deque[int] = deque()
-        self.prefilling: list[list[int]] = []
+        self.prefilling: deque[list[int]] = deque()
         self.finish: list[tuple[int, int]] = []
         self.outstanding = 0
         self.max_batch = 0
@@ -211,8 +211,8 @@ class Replica:
                 item[1] = rem - take
                 if item[1] == 0:
                     finished.append(r)
-            if finished:
-                self.prefilling = [x for x in self.prefilling if x[1] > 0]
+            for _ in finished:  # prompts finish in FCFS order: they are the head of the queue
+                self.prefilling.popleft()
             lg = B + len(finished)
             dt = step(B, self.ctx, P, pfa, lg)
             self._account(self.now, dt, (B + P) * self.flops_token + self.flops_attn * (self.ctx + pfa))

@@ -7,9 +7,9 @@ gaps are Gamma with shape ``burstiness`` (vLLM ``bench serve --burstiness``: 1 =
 at short time scales). The rate multiplier ``m(t)`` (mean 1) is:
 
 - ``poisson``: 1;
-- ``bursty``: windows of ``window_s`` (60 s, the one-minute bins of the Azure trace analysis); a
-  fraction ``burst_fraction`` of them, drawn at random, run at ``peak_to_mean``, the others at
-  ``(1 − f·P)/(1 − f)`` so the mean stays 1 (peak-to-mean of window rates ≈ P, as measured: Azure code
+- ``bursty``: windows of ``window_s`` (60 s, the one-minute bins of the Azure trace analysis);
+  ``n_b = max(1, round(burst_fraction·n))`` of the ``n`` windows, drawn at random, run at
+  ``peak_to_mean`` P, the others at ``(n − n_b·P)/(n − n_b)`` so the mean stays 1 (peak-to-mean of window rates ≈ P, as measured: Azure code
   2023 4.16, conversation 1.54);
 - ``diurnal``: ``exp(β·sin(2πt/period))/I₀(β)`` (a von Mises day), ``β`` solved so the peak-to-mean
   is ``P`` (``e^β/I₀(β) = P``; Azure 2024 weekday code ≈ 3.5, conversation ≈ 1.9).
@@ -101,12 +101,15 @@ def _multiplier(spec: SyntheticSpec, rng: np.random.Generator) -> tuple[np.ndarr
     T = spec.duration_s
     if spec.kind == "bursty":
         n_w = max(1, math.ceil(T / spec.window_s))
-        burst = rng.random(n_w) < spec.burst_fraction
-        if not burst.any():
-            burst[rng.integers(n_w)] = True
-        f = burst.mean()
-        low = (1.0 - f * spec.peak_to_mean) / (1.0 - f) if f < 1 else 1.0
-        m = np.where(burst, spec.peak_to_mean, max(low, 0.0))
+        n_b = max(1, round(spec.burst_fraction * n_w))
+        if n_b * spec.peak_to_mean >= n_w:
+            raise SpecError(f"a {T:g} s trace has {n_w} windows of {spec.window_s:g} s: too few for bursts at "
+                            f"{spec.peak_to_mean:g}x the mean (needs more than {n_b * spec.peak_to_mean:g})",
+                            path=("duration_s",))
+        burst = np.zeros(n_w, dtype=bool)
+        burst[rng.choice(n_w, n_b, replace=False)] = True
+        low = (n_w - n_b * spec.peak_to_mean) / (n_w - n_b)
+        m = np.where(burst, spec.peak_to_mean, low)
         grid = np.minimum(np.arange(n_w + 1) * spec.window_s, T)
         return grid, m
     n = max(1, min(200_000, math.ceil(T / 10.0)))
