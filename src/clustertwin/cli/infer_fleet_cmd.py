@@ -74,7 +74,7 @@ def _deployment(model: str, node: str | None, gpu: str | None, tp: int, precisio
     return Deployment(load_model(model), nd, tp, 1, precision, kv_precision, InferParams.resolve(cal), cal)
 
 
-def _summary_rows(m: dict[str, Any]) -> list[list[Any]]:
+def _summary_rows(m: dict[str, Any], info: dict[str, Any]) -> list[list[Any]]:
     rows: list[list[Any]] = [
         ["requests (completed / rejected)", f"{m['completed']:,} / {m['rejected']:,}"],
         ["duration s", m["duration"]], ["request throughput req/s", m["request_throughput"]],
@@ -90,7 +90,9 @@ def _summary_rows(m: dict[str, Any]) -> list[list[Any]]:
              ["GPU busy fraction (compute)", m["gpu_busy_fraction"]], ["MFU (vs 16-bit peak)", m["mfu"]],
              ["GPU active fraction (iterations running)", m["gpu_active_fraction"]],
              ["GPU-hours", m["gpu_hours"]], ["cost USD", m["cost_usd"]],
-             ["USD per 1M output tokens", m["usd_per_million_output_tokens"]]]
+             ["USD per 1M output tokens", m["usd_per_million_output_tokens"]],
+             ["prefix cache hit rate (blocks)", info.get("prefix_cache_hit_rate")],
+             ["max batch per replica (simulated)", info.get("max_batch")]]
     return rows
 
 
@@ -176,12 +178,12 @@ def simulate_command(
     m = res.metrics
     title = (f"infer simulate: {out['model_id']} tp{tp} {precision} on {out['gpu']}, "
              + (f"{prefill_replicas} prefill + {decode_replicas} decode replicas ({kv_path} KV)" if disaggregated
-                else f"{'autoscaled' if autoscale else replicas} replicas, {router}")
+                else f"{'autoscaled' if autoscale else replicas} replica{'' if replicas == 1 and not autoscale else 's'}, {router}")
              + (f", cold start {res.info['cold_start_s']:.0f} s" if autoscale else ""))
     if colo is None:
-        console.print(table(title, ["metric", "value"], _summary_rows(m)))
+        console.print(table(title, ["metric", "value"], _summary_rows(m, res.info)))
     else:
-        a, b = _summary_rows(m), _summary_rows(colo.metrics)
+        a, b = _summary_rows(m, res.info), _summary_rows(colo.metrics, colo.info)
         console.print(table(title, ["metric", "disaggregated", "co-located"],
                             [[x[0], x[1], y[1]] for x, y in zip(a, b, strict=True)]))
         console.print(f"KV transfer mean {res.info['kv_transfer_ms_mean']:.2f} ms per request")
