@@ -52,6 +52,10 @@ ROUTERS = ("round-robin", "least-outstanding", "prefix")
 TARGETS = ("concurrency", "busy")
 WEIGHT_PATHS = ("nvme", "network", "object-store")
 KV_PATHS = ("network", "nvlink")
+MAX_REPLICAS = 4096
+"""Largest fleet simulated (every replica is a Python object stepped by the event loop)."""
+MIN_SCALE_INTERVAL_S = 0.1
+MAX_WINDOWS = 100_000
 
 
 @dataclass(frozen=True)
@@ -98,6 +102,13 @@ class FleetPolicy:
             inputs.positive(name, getattr(self, name), allow_none=False)
         inputs.non_negative("scale_down_delay_s", self.scale_down_delay_s)
         inputs.non_negative("cold_start_s", self.cold_start_s)
+        for name in ("replicas", "max_replicas", "prefill_replicas", "decode_replicas"):
+            if getattr(self, name) > MAX_REPLICAS:
+                raise SpecError(f"at most {MAX_REPLICAS} replicas are simulated, got {getattr(self, name)}",
+                                path=(name,))
+        if self.scale_interval_s < MIN_SCALE_INTERVAL_S:
+            raise SpecError(f"must be >= {MIN_SCALE_INTERVAL_S} s, got {self.scale_interval_s:g}",
+                            path=("scale_interval_s",))
         if self.min_replicas > self.max_replicas:
             raise SpecError("min_replicas exceeds max_replicas", path=("min_replicas",))
         if self.autoscale and self.disaggregated:
@@ -368,6 +379,9 @@ def simulate_fleet(dep: Deployment, trace: RequestTrace, policy: FleetPolicy | N
     inputs.positive("usd_per_gpu_hour", usd_per_gpu_hour)
     if len(trace) == 0:
         raise SpecError("the trace has no requests")
+    if trace.duration_s / window_s > MAX_WINDOWS:
+        raise SpecError(f"{trace.duration_s:,.0f} s in windows of {window_s:g} s is more than {MAX_WINDOWS:,} "
+                        "windows; give a longer --window-s", path=("window_s",))
     need = int(np.max(trace.input_len + trace.output_len))
     if need > dep.memory().kv_capacity_tokens:
         raise SpecError(f"a request of {need:,} tokens exceeds the KV capacity of "

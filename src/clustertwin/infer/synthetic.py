@@ -34,6 +34,10 @@ from clustertwin.infer.traces import MOONCAKE_BLOCK_TOKENS, RequestTrace, TraceR
 KINDS = ("poisson", "bursty", "diurnal")
 MAX_SYNTHETIC_REQUESTS = 20_000_000
 """Cap on generated requests (memory: ~40 B per request before prefixes)."""
+MAX_TOKENS = 10_000_000
+"""Cap on a mean length or a shared prefix, tokens (beyond any model's context)."""
+MAX_PREFIX_BLOCKS = 50_000_000
+"""Cap on prefix block ids held for a trace (requests × blocks per prompt)."""
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,16 @@ class SyntheticSpec:
         inputs.count("seed", self.seed, minimum=0)
         if not math.isfinite(self.peak_to_mean) or self.peak_to_mean < 1:
             raise SpecError(f"must be a finite number >= 1, got {self.peak_to_mean!r}", path=("peak_to_mean",))
+        for name in ("input_len", "output_len", "prefix_tokens"):
+            if getattr(self, name) > MAX_TOKENS:
+                raise SpecError(f"must be <= {MAX_TOKENS:,} tokens, got {getattr(self, name):,}", path=(name,))
+        if self.prefix_groups and self.prefix_tokens and \
+                self.rate * self.duration_s * (max(self.input_len, self.prefix_tokens) / 512 + 1) > MAX_PREFIX_BLOCKS:
+            raise SpecError(f"the prefix blocks of this trace would exceed {MAX_PREFIX_BLOCKS:,} ids; shorten it",
+                            path=("prefix_tokens",))
+        if self.duration_s / self.window_s > 1_000_000:
+            raise SpecError(f"{self.duration_s:g} s in windows of {self.window_s:g} s is over a million windows",
+                            path=("window_s",))
         if self.kind == "bursty":
             inputs.fraction("burst_fraction", self.burst_fraction)
             if self.burst_fraction * self.peak_to_mean >= 1:
