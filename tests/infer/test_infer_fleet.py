@@ -139,3 +139,14 @@ def test_policy_errors():
         FleetPolicy(replicas=0)
     with pytest.raises(SpecError, match="target_value: must be"):
         FleetPolicy(target_value=float("nan"))
+
+
+def test_busy_target_scales_with_load(dep8):
+    tr = generate(SyntheticSpec(kind="diurnal", rate=60, duration_s=900, period_s=900, peak_to_mean=3,
+                                input_len=512, output_len=128, seed=11))
+    pol = FleetPolicy(replicas=1, autoscale=True, target_metric="busy", target_value=0.3, max_replicas=16,
+                      scale_down_delay_s=60)
+    res = simulate_fleet(dep8, tr, pol, slo_ttft_ms=2000)
+    reps = np.array([w["replicas"] for w in res.windows[:-1]])
+    load = np.array([w["requests"] for w in res.windows[:-1]])
+    assert np.corrcoef(reps, load)[0, 1] > 0.5 and reps.max() > reps.min() + 1

@@ -12,8 +12,10 @@ queue and starts in its next iteration.
   keeps an LRU prefix cache (``prefix_cache_fraction`` of its KV capacity); cached prompt blocks are
   not prefilled again.
 - **Autoscaler** every ``scale_interval_s`` (Dynamo's planner: 5-10 s): ``concurrency`` target =
-  outstanding requests per replica (Knative/KServe), ``busy`` target = fraction of time the ready
-  replicas ran iterations over the last interval; desired = ⌈load/target⌉ clamped to
+  outstanding requests per replica (Knative/KServe), ``busy`` target = the ready replicas'
+  compute-busy fraction over the last interval (``gpu_busy_fraction`` of
+  :mod:`clustertwin.infer.fleet_metrics`; the time with a kernel running is no use under continuous
+  batching, it stays near 1 at any load); desired = ⌈load/target⌉ clamped to
   [min, max]. Scale-up starts replicas that serve after the **cold start**
   ``cold_start_fixed_s + weight bytes / path bandwidth`` (NVMe ``weights_nvme_gb_per_s``, object store
   ``weights_object_store_gb_per_s``, network: the replica's NIC share × ``weights_network_efficiency``).
@@ -167,6 +169,8 @@ class _Fleet:
         s = dep.shape
         self.flops_token = 2.0 * s.params_linear_active
         self.flops_attn = s.attn_flops_per_ctx_token
+        peak16 = float(dep.gpu.peak_tflops("bf16") or dep.gpu.peak_tflops("fp16") or 0.0) * units.TFLOP
+        self.busy_flops_s = dep.gpus * peak16 * dep.params.gemm_efficiency  # one replica fully compute-busy
         blocks = trace.prefix_blocks
         self.blocks = blocks
         self.cache_blocks = int(dep.params.prefix_cache_fraction * self.kv_tokens / trace.block_tokens) \
@@ -221,9 +225,6 @@ class _Fleet:
     def push(self, t: float, kind: int, r: int) -> None:
         self.seq += 1
         heapq.heappush(self.events, (t, self.seq, kind, r))
-
-    def live(self) -> list[Replica]:
-        return self.ready + self.decode_pool + self.draining
 
     # ---------------------------------------------------------------- routing
     def pick(self, pool: list[Replica], r: int) -> Replica:
@@ -290,9 +291,9 @@ class _Fleet:
             load = sum(x.outstanding for x in self.ready) + len(self.held)
             desired = math.ceil(load / pol.target_value)
         else:
-            busy = sum(x.busy_s for x in self.all)
-            frac = (busy - self.last_busy) / (max(ready, 1) * pol.scale_interval_s)
-            self.last_busy = busy
+            done = sum(x.flops_total for x in self.all)
+            frac = (done - self.last_busy) / (max(ready, 1) * pol.scale_interval_s * self.busy_flops_s)
+            self.last_busy = done
             desired = math.ceil(ready * frac / pol.target_value)
         desired = min(max(desired, pol.min_replicas), pol.max_replicas)
         current = ready + len(self.starting)

@@ -55,6 +55,7 @@ class Replica:
         self.outstanding = 0
         self.max_batch = 0
         self.busy_s = 0.0
+        self.flops_total = 0.0
         self.batch_time = 0.0
         self.busy_w: list[float] = []
         self.flops_w: list[float] = []
@@ -103,6 +104,7 @@ class Replica:
         return not (self.B or self.prefilling or self.waiting)
 
     def _account(self, t0: float, dt: float, flops: float) -> None:
+        self.flops_total += flops
         w = self.window_s
         i0, i1 = int(t0 // w), int((t0 + dt) // w)
         bw, fw = self.busy_w, self.flops_w
