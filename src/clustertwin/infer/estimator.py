@@ -77,6 +77,10 @@ class InferEstimate:
         d = dict(self.__dict__)
         d["output_tokens_per_s_per_gpu"] = self.output_tokens_per_s_per_gpu
         d["kv_batch_limit"] = self.max_batch
+        # the same figures under the keys of vLLM benchmark result files
+        d.update({"request_throughput": self.request_throughput_per_s, "output_throughput": self.output_tokens_per_s,
+                  "total_token_throughput": self.throughput_tokens_per_s, "mean_ttft_ms": self.ttft_ms,
+                  "mean_tpot_ms": self.tpot_ms, "p99_ttft_ms": self.ttft_ms_p99, "p99_tpot_ms": self.tpot_ms_p99})
         return d
 
 
