@@ -64,3 +64,10 @@ def test_hostile_simulate_options_exit_2(cli, args):
     r = cli(*base, *args)
     assert r.code == 2, (r.code, r.stdout[-300:], r.stderr)
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_size_trace_rejects_options_it_would_ignore(cli):
+    base = ["infer", "size", "--trace", "synthetic:poisson", "--slo-ttft-ms", "1000"]
+    for extra in (["--qps", "5"], ["--disaggregated"]):
+        r = cli(*base, *extra)
+        assert r.code == 2 and len(r.stderr.strip().splitlines()) == 1

@@ -119,6 +119,9 @@ def size_command(
     m = load_model(model)
     nodes = [specs.load(specs.NodeSpec, n, kind="node") for n in node]
     if trace is not None:
+        if qps is not None or disaggregated:
+            raise SpecError("--trace sizes for the trace's own arrivals: drop --qps (rescale with --request-rate); "
+                            "disaggregated pools are simulated by 'infer simulate --disaggregated'")
         tr = _fleet.load_trace(trace, fmt, num_prompts, request_rate, duration_s, peak_to_mean, burst_fraction,
                                burstiness, period_s, input_len or 1024, output_len or 256, length_cv, prefix_groups,
                                prefix_tokens, seed, window_s)
