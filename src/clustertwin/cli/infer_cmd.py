@@ -141,7 +141,7 @@ def size_command(
     rows = [[c.node, c.tp, c.precision, c.replica_qps, c.replicas, c.gpus, c.usd_per_hour,
              c.usd_per_million_output_tokens, c.batch, c.ttft_ms, c.tpot_ms, "yes" if c.feasible else c.reason]
             for c in res.candidates]
-    console.print(table(f"infer size: {m.id or m.name}, {qps:g} req/s, {input_len} in / {output_len} out, "
+    console.print(_fleet.whole_table(f"infer size: {m.id or m.name}, {qps:g} req/s, {input_len} in / {output_len} out, "
                         f"p{percentile:g} TTFT <= {slo_ttft_ms:g} ms, TPOT <= {slo_tpot_ms:g} ms",
                         ["node", "tp", "precision", "req/s per replica", "replicas", "GPUs", "USD/h",
                          "USD/1M out tok", "batch", "TTFT ms", "TPOT ms", "feasible"], rows))

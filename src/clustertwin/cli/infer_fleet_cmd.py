@@ -74,6 +74,25 @@ def _deployment(model: str, node: str | None, gpu: str | None, tp: int, precisio
     return Deployment(load_model(model), nd, tp, 1, precision, kv_precision, InferParams.resolve(cal), cal)
 
 
+def whole_table(title: str | None, columns: list[str], rows: list[list[Any]]):
+    """``common.table`` whose number cells are never cut: every column is at least as wide as its longest
+    number (text and headers wrap instead), and a wide table drops the outer box and padding."""
+    from rich import box
+    from rich.table import Table
+
+    from clustertwin.cli.common import fmt
+
+    cells = [[fmt(v) for v in r] for r in rows]
+    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 0), pad_edge=False)
+    for i, c in enumerate(columns):
+        nums = [r[i] for r in cells if r[i] and not any(ch.isalpha() for ch in r[i].replace("inf", ""))]
+        t.add_column(c, justify="left" if i == 0 else "right", overflow="fold",
+                     min_width=max((len(x) for x in nums), default=1))
+    for r in cells:
+        t.add_row(*r)
+    return t
+
+
 def _summary_rows(m: dict[str, Any], info: dict[str, Any]) -> list[list[Any]]:
     rows: list[list[Any]] = [
         ["requests (completed / rejected)", f"{m['completed']:,} / {m['rejected']:,}"],
