@@ -123,3 +123,11 @@ def test_synthetic_shapes():
 def test_synthetic_rejects_bad_parameters(kw, match):
     with pytest.raises(SpecError, match=match):
         generate(SyntheticSpec(**kw))
+
+
+def test_cr_only_line_endings_and_bom(tmp_path):
+    p = tmp_path / "cr.csv"
+    p.write_bytes(b"\xef\xbb\xbfTIMESTAMP,ContextTokens,GeneratedTokens\r2023-11-16 18:15:46.6805900,374,44\r"
+                  b"2023-11-16 18:15:47.0,10,x\r2023-11-16 18:15:48.0,20,2\r")
+    tr = read_trace(p)
+    assert len(tr) == 2 and tr.report.first_bad == ["line 3: bad GeneratedTokens: 'x' is not a number"]
