@@ -11,13 +11,9 @@ from clustertwin import catalog
 from clustertwin.errors import SpecError
 from clustertwin.infer import Deployment, FleetPolicy, Workload, simulate, simulate_fleet
 from clustertwin.infer.fleet import cold_start_s, kv_transfer_s
+from clustertwin.infer.fleet_metrics import VLLM_KEYS
 from clustertwin.infer.synthetic import SyntheticSpec, generate
 from clustertwin.infer.traces import read_trace
-
-VLLM_KEYS = {"duration", "completed", "num_prompts", "request_rate", "max_concurrency", "total_input_tokens",
-             "total_output_tokens", "request_throughput", "request_goodput", "output_throughput",
-             "total_token_throughput"} | {f"{s}_{m}_ms" for s in ("mean", "median", "std", "p90", "p99")
-                                          for m in ("ttft", "tpot", "itl", "e2el")}
 
 
 @pytest.fixture(scope="module")

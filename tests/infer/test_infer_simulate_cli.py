@@ -7,7 +7,8 @@ import json
 
 import pytest
 from tests.conftest import FIXTURES, TRACES
-from tests.infer.test_infer_fleet import VLLM_KEYS
+
+from clustertwin.infer.fleet_metrics import VLLM_KEYS
 
 SAMPLES = TRACES / "llm-serving"
 

@@ -30,6 +30,10 @@ import numpy as np
 from clustertwin import units
 
 STATS = ("mean", "median", "std", "p90", "p99")
+VLLM_KEYS = frozenset({"duration", "completed", "num_prompts", "request_rate", "max_concurrency", "total_input_tokens",
+                       "total_output_tokens", "request_throughput", "request_goodput", "output_throughput",
+                       "total_token_throughput"} | {f"{s}_{m}_ms" for s in STATS for m in ("ttft", "tpot", "itl", "e2el")})
+"""Keys shared with ``vllm bench serve --save-result`` files (same meaning, same units)."""
 
 
 def _stats(name: str, x_s: np.ndarray, w: np.ndarray | None = None) -> dict[str, float | None]:
