@@ -41,3 +41,24 @@ def test_bad_input_is_one_line_exit_2(cli):
     r = cli("infer", "size", "--qps", "1", "--input-len", "10", "--output-len", "10", "--slo-ttft-ms", "100",
             "--slo-tpot-ms", "10", "--precision", "fp9")
     assert r.code == 2 and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_vllm_flag_names_and_result_keys(cli):
+    r = cli("infer", "estimate", "--model", "llama3-8b", "--gpu", "h100-sxm", "--precision", "fp8",
+            "--request-rate", "2", "--num-prompts", "50", "--json")
+    assert r.code == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["breakdown"]["simulation"]["requests"] == 50
+    assert d["output_throughput"] == d["output_tokens_per_s"] and d["mean_ttft_ms"] == d["ttft_ms"]
+    r = cli("infer", "estimate", "--model", "llama3-8b", "--gpu", "h100-sxm", "--max-concurrency", "4", "--json")
+    assert r.code == 0 and json.loads(r.stdout)["mode"] == "concurrency"
+
+
+def test_size_table_keeps_numbers_whole_at_80_columns(cli, monkeypatch):
+    from clustertwin.cli import common
+
+    monkeypatch.setattr(common.console, "_width", 80, raising=False)
+    r = cli("infer", "size", "--qps", "20", "--input-len", "1024", "--output-len", "256", "--slo-ttft-ms", "1000",
+            "--slo-tpot-ms", "50", "--model", "llama3-70b", "--no-verify")
+    assert r.code == 0, r.stderr
+    assert "…" not in r.stdout and "0.366" in r.stdout and "21.73" in r.stdout

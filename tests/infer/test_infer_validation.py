@@ -23,7 +23,7 @@ def test_infer_yaml_within_tolerance():
                   f"{e:+.1%}")
     med, mx = statistics.median(errs), max(errs)
     print(f"infer.yaml: {len(cases)} cases, {len(errs)} values, median |rel err| {med:.1%}, max {mx:.1%}")
-    assert med <= 0.15
+    assert med <= 0.10
     assert mx <= 0.35
 
 

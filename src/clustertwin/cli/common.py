@@ -98,13 +98,13 @@ class FitTable(Table):
             yield from super().__rich_console__(console, options)
             return
         if self.title:
-            yield Text(str(self.title), style="bold")
+            yield Text(str(self.title), style="bold", overflow="fold")
         headers = [str(c.header) for c in self.columns]
         pad = max(len(h) for h in headers)
         rows = list(zip(*[[str(c) for c in col._cells] for col in self.columns], strict=True))
         for i, row in enumerate(rows):
             for h, v in zip(headers, row, strict=True):
-                yield Text(f"  {h.ljust(pad)}  {v}")
+                yield Text(f"  {h.ljust(pad)}  {v}", overflow="fold")
             if i < len(rows) - 1:
                 yield Text("")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import typer
 
+from clustertwin.cli import infer_fleet_cmd as _fleet
 from clustertwin.cli.common import JsonOpt, console, load_calibration, load_model, print_json, table
 from clustertwin.errors import SpecError
 
@@ -36,9 +37,11 @@ def estimate_command(
     input_len: int = typer.Option(512, "--input-len", help="Prompt tokens."),
     output_len: int = typer.Option(256, "--output-len", help="Generated tokens."),
     batch: int = typer.Option(None, "--batch", help="Static batch size."),
-    concurrency: int = typer.Option(None, "--concurrency", help="Closed-loop concurrent requests."),
+    concurrency: int = typer.Option(None, "--concurrency", "--max-concurrency",
+                                    help="Closed-loop concurrent requests (vLLM --max-concurrency)."),
     request_rate: float = typer.Option(None, "--request-rate", help="Poisson arrivals, requests/s."),
-    num_requests: int = typer.Option(1000, "--num-requests", help="Requests in a --request-rate run."),
+    num_requests: int = typer.Option(1000, "--num-requests", "--num-prompts",
+                                     help="Requests in a --request-rate run (vLLM --num-prompts)."),
     length_cv: float = typer.Option(0.0, "--length-cv", help="Coefficient of variation of lengths (lognormal)."),
     chunked: bool = typer.Option(True, "--chunked-prefill/--no-chunked-prefill", help="Split prompts over iterations."),
     calibration: str = CalOpt,
@@ -59,7 +62,9 @@ def estimate_command(
     rows = [
         ["mode", est.mode], ["deployment", f"{est.replicas} x tp{est.tp} pp{est.pp} {est.gpu} ({est.gpus} GPUs)"],
         ["precision (weights / KV)", f"{est.precision} / {est.kv_precision}"],
-        ["batch per replica (mean / max)", f"{est.batch:,.1f} / {est.max_batch:,}"],
+        ["batch per replica (mean / simulated max)",
+         f"{est.batch:,.1f} / {est.simulated_max_batch if est.simulated_max_batch is not None else '-'}"],
+        ["KV-cache batch limit per replica", est.max_batch],
         ["output tokens/s", est.output_tokens_per_s], ["output tokens/s per GPU", est.output_tokens_per_s_per_gpu],
         ["total tokens/s", est.throughput_tokens_per_s], ["requests/s", est.request_throughput_per_s],
         ["TTFT mean ms", est.ttft_ms], ["TTFT p99 ms", est.ttft_ms_p99],
@@ -73,19 +78,35 @@ def estimate_command(
 
 @infer_app.command("size")
 def size_command(
-    qps: float = typer.Option(..., "--qps", help="Requests per second to serve."),
-    input_len: int = typer.Option(..., "--input-len", help="Prompt tokens."),
-    output_len: int = typer.Option(..., "--output-len", help="Generated tokens."),
+    qps: float = typer.Option(None, "--qps", help="Requests per second to serve (without --trace)."),
+    input_len: int = typer.Option(None, "--input-len", help="Prompt tokens (synthetic trace: mean)."),
+    output_len: int = typer.Option(None, "--output-len", help="Generated tokens (synthetic trace: mean)."),
     slo_ttft_ms: float = typer.Option(..., "--slo-ttft-ms", help="TTFT SLO at the percentile, ms."),
-    slo_tpot_ms: float = typer.Option(..., "--slo-tpot-ms", help="TPOT SLO at the percentile, ms."),
+    slo_tpot_ms: float = typer.Option(None, "--slo-tpot-ms", help="TPOT SLO at the percentile, ms "
+                                      "(optional with --trace)."),
     model: str = ModelOpt,
     node: list[str] = typer.Option(["dgx-h100"], "--node", "-n", help="Node types to consider (repeatable)."),
     tp: list[int] = typer.Option([], "--tp", help="TP degrees to consider (repeatable; default 1,2,4,8)."),
     precision: list[str] = typer.Option(["bf16", "fp8"], "--precision", "-p", help="Weight precisions (repeatable)."),
-    percentile: float = typer.Option(90.0, "--percentile", help="SLO percentile (50-99.9)."),
+    percentile: float = typer.Option(90.0, "--percentile", help="SLO percentile (50-99.9); with --trace the "
+                                     "default attainment is 99."),
     disaggregated: bool = typer.Option(False, "--disaggregated", help="Separate prefill and decode pools."),
     usd_per_gpu_hour: float = typer.Option(None, "--usd-per-gpu-hour", help="Override the GPU-hour price."),
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Check the winner with the simulator."),
+    trace: str = _fleet.TraceOpt, fmt: str = _fleet.FormatOpt, num_prompts: int = _fleet.NumPromptsOpt,
+    request_rate: float = _fleet.RateOpt,
+    attainment: float = typer.Option(None, "--attainment", help="With --trace: share of requests (%) that "
+                                     "must meet the SLOs (default 99)."),
+    router: str = typer.Option("least-outstanding", "--router", help="With --trace: round-robin, "
+                               "least-outstanding, prefix."),
+    batching: str = typer.Option("continuous", "--batching", help="With --trace: continuous or static."),
+    weights_from: str = typer.Option("nvme", "--weights-from", help="With --trace: cold start path."),
+    autoscale: bool = typer.Option(True, "--autoscale/--no-autoscale", help="With --trace: also size an "
+                                   "autoscaled policy."),
+    duration_s: float = _fleet.DurationOpt, peak_to_mean: float = _fleet.PeakOpt,
+    burst_fraction: float = _fleet.BurstFracOpt, burstiness: float = _fleet.BurstinessOpt,
+    period_s: float = _fleet.PeriodOpt, length_cv: float = _fleet.CvOpt, prefix_groups: int = _fleet.GroupsOpt,
+    prefix_tokens: int = _fleet.PrefixOpt, seed: int = _fleet.SeedOpt, window_s: float = _fleet.WindowOpt,
     calibration: str = CalOpt,
     json_out: bool = JsonOpt,
 ) -> None:
@@ -97,6 +118,19 @@ def size_command(
         raise SpecError("--percentile must be in [50, 100)")
     m = load_model(model)
     nodes = [specs.load(specs.NodeSpec, n, kind="node") for n in node]
+    if trace is not None:
+        if qps is not None or disaggregated:
+            raise SpecError("--trace sizes for the trace's own arrivals: drop --qps (rescale with --request-rate); "
+                            "disaggregated pools are simulated by 'infer simulate --disaggregated'")
+        tr = _fleet.load_trace(trace, fmt, num_prompts, request_rate, duration_s, peak_to_mean, burst_fraction,
+                               burstiness, period_s, input_len or 1024, output_len or 256, length_cv, prefix_groups,
+                               prefix_tokens, seed, window_s)
+        _size_trace(m, nodes, tr, slo_ttft_ms, slo_tpot_ms, 99.0 if attainment is None else attainment, tp,
+                    precision, router, batching, weights_from, autoscale, usd_per_gpu_hour, window_s, calibration,
+                    json_out)
+        return
+    if qps is None or input_len is None or output_len is None or slo_tpot_ms is None:
+        raise SpecError("without --trace, give --qps, --input-len, --output-len and --slo-tpot-ms")
     res = size(m, nodes, qps=qps, input_len=input_len, output_len=output_len, slo_ttft_ms=slo_ttft_ms,
                slo_tpot_ms=slo_tpot_ms, tps=tp or None, precisions=precision, percentile=percentile / 100,
                disaggregated=disaggregated, usd_per_gpu_hour_override=usd_per_gpu_hour, verify=verify,
@@ -107,7 +141,7 @@ def size_command(
     rows = [[c.node, c.tp, c.precision, c.replica_qps, c.replicas, c.gpus, c.usd_per_hour,
              c.usd_per_million_output_tokens, c.batch, c.ttft_ms, c.tpot_ms, "yes" if c.feasible else c.reason]
             for c in res.candidates]
-    console.print(table(f"infer size: {m.id or m.name}, {qps:g} req/s, {input_len} in / {output_len} out, "
+    console.print(_fleet.whole_table(f"infer size: {m.id or m.name}, {qps:g} req/s, {input_len} in / {output_len} out, "
                         f"p{percentile:g} TTFT <= {slo_ttft_ms:g} ms, TPOT <= {slo_tpot_ms:g} ms",
                         ["node", "tp", "precision", "req/s per replica", "replicas", "GPUs", "USD/h",
                          "USD/1M out tok", "batch", "TTFT ms", "TPOT ms", "feasible"], rows))
@@ -125,6 +159,56 @@ def size_command(
                       f"{'meets' if v['meets_slo'] else 'MISSES'} the SLO"
                       + (f" ({v['replicas_added']} replicas added to the analytic optimum after simulation)"
                          if v.get("replicas_added") else ""))
+
+
+def _size_trace(m, nodes, tr, slo_ttft_ms, slo_tpot_ms, attainment, tp, precision, router, batching, weights_from,
+                autoscale, usd_per_gpu_hour, window_s, calibration, json_out) -> None:
+    from clustertwin.infer.sizing_trace import size_for_trace
+
+    if not 50 <= attainment < 100:
+        raise SpecError("--attainment must be in [50, 100)")
+    res = size_for_trace(m, nodes, tr, slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms, attainment=attainment / 100,
+                         tps=tp or None, precisions=precision, router=router, batching=batching,
+                         weights_from=weights_from, autoscale=autoscale, usd_per_gpu_hour_override=usd_per_gpu_hour,
+                         window_s=window_s, calibration=load_calibration(calibration))
+    if json_out:
+        print_json(res)
+        return
+    st = res.trace
+    slo = f"TTFT <= {slo_ttft_ms:g} ms" + (f", TPOT <= {slo_tpot_ms:g} ms" if slo_tpot_ms else "")
+    console.print(f"trace: {st['requests']:,} requests over {st['duration_s']:,.0f} s, {st['mean_rate']:.2f} req/s "
+                  f"mean, peak-to-mean {st['peak_to_mean_60s']:.2f} (60 s windows); mean {st['input_len']['mean']:,.0f} "
+                  f"in / {st['output_len']['mean']:,.0f} out", markup=False, highlight=False)
+    fleets = [(label, c) for label, c in (("sized for the mean", res.mean_sized), ("cheapest fixed", res.fixed),
+                                          ("cheapest autoscaled", res.autoscaled)) if c is not None]
+
+    def policy(c) -> str:
+        if c.policy.get("autoscale"):
+            return f"min {c.policy['min_replicas']}, {c.policy['target_value']:g}/replica"
+        return f"{c.replicas} replica" + ("s" if c.replicas != 1 else "")
+
+    rows = [["deployment"] + [f"tp{c.tp} {c.precision}" for _, c in fleets],
+            ["policy"] + [policy(c) for _, c in fleets],
+            ["mean GPUs"] + [c.metrics["mean_replicas"] * c.tp for _, c in fleets],
+            ["USD/h"] + [c.usd_per_hour for _, c in fleets],
+            ["TTFT p99 ms"] + [c.metrics["p99_ttft_ms"] for _, c in fleets],
+            ["TPOT p99 ms"] + [c.metrics["p99_tpot_ms"] for _, c in fleets],
+            ["SLO attainment"] + [c.slo_attainment for _, c in fleets],
+            ["headroom (capacity / mean)"] + [c.headroom for _, c in fleets],
+            ["GPU busy fraction"] + [c.metrics["gpu_busy_fraction"] for _, c in fleets],
+            ["GPU active fraction"] + [c.metrics["gpu_active_fraction"] for _, c in fleets]]
+    if fleets:
+        console.print(table(f"infer size --trace: {m.id or m.name} on {fleets[0][1].node}, {slo}, "
+                            f"{attainment:g}% of requests", ["fleet"] + [label for label, _ in fleets], rows))
+    if res.fixed is None:
+        console.print("no candidate meets the SLOs")
+    skipped = [c for c in res.candidates if c.get("reason")]
+    for c in skipped:
+        console.print(f"  tp{c['tp']} {c['precision']} {c['node']}: {c['reason']}", markup=False, highlight=False)
+    console.print(f"{res.simulations} fleet simulations", markup=False, highlight=False)
+
+
+_fleet.register(infer_app)
 
 
 def register(app: typer.Typer) -> None:

@@ -3,6 +3,7 @@ quantisation, continuous-batching simulation, and sizing for a request rate unde
 
 from clustertwin.infer.arch import kv_bytes_per_token, shape
 from clustertwin.infer.estimator import InferEstimate, estimate, steady_state
+from clustertwin.infer.fleet import FleetPolicy, simulate_fleet
 from clustertwin.infer.params import InferParams
 from clustertwin.infer.roofline import Deployment, StepModel
 from clustertwin.infer.simulate import SimResult, Workload, simulate
@@ -11,6 +12,7 @@ from clustertwin.infer.sizing import Candidate, SizingResult, size
 __all__ = [
     "Candidate",
     "Deployment",
+    "FleetPolicy",
     "InferEstimate",
     "InferParams",
     "SimResult",
@@ -21,6 +23,7 @@ __all__ = [
     "kv_bytes_per_token",
     "shape",
     "simulate",
+    "simulate_fleet",
     "size",
     "steady_state",
 ]

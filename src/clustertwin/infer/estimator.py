@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from clustertwin.errors import SpecError
+from clustertwin.infer import inputs
 from clustertwin.infer.params import InferParams
 from clustertwin.infer.roofline import Deployment, StepModel
 from clustertwin.infer.simulate import Workload, simulate
@@ -53,7 +54,7 @@ class InferEstimate:
     batch: float
     """Mean decoding sequences per replica at the operating point."""
     max_batch: int
-    """Largest batch the KV cache and the engine allow per replica."""
+    """Largest batch the KV cache and the engine allow per replica (the KV limit; same as ``kv_batch_limit``)."""
     output_tokens_per_s: float
     throughput_tokens_per_s: float
     request_throughput_per_s: float
@@ -61,6 +62,8 @@ class InferEstimate:
     tpot_ms: float
     ttft_ms_p99: float | None = None
     tpot_ms_p99: float | None = None
+    simulated_max_batch: int | None = None
+    """Largest decode batch reached per replica in the simulation (static batching: the batch run)."""
     bound: str = ""
     """What limits throughput: compute, memory (HBM), kv-capacity, batch-limit or latency."""
     memory: dict[str, float] = field(default_factory=dict)
@@ -73,6 +76,11 @@ class InferEstimate:
     def to_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
         d["output_tokens_per_s_per_gpu"] = self.output_tokens_per_s_per_gpu
+        d["kv_batch_limit"] = self.max_batch
+        # the same figures under the keys of vLLM benchmark result files
+        d.update({"request_throughput": self.request_throughput_per_s, "output_throughput": self.output_tokens_per_s,
+                  "total_token_throughput": self.throughput_tokens_per_s, "mean_ttft_ms": self.ttft_ms,
+                  "mean_tpot_ms": self.tpot_ms, "p99_ttft_ms": self.ttft_ms_p99, "p99_tpot_ms": self.tpot_ms_p99})
         return d
 
 
@@ -108,6 +116,16 @@ def estimate(model: ModelSpec, node: NodeSpec, *, gpus: int | None = None, tp: i
 
     At most one of ``batch``, ``concurrency``, ``request_rate``; none = offline maximum throughput."""
     p = InferParams.resolve(calibration, params)
+    inputs.count("gpus", gpus)
+    inputs.count("tp", tp)
+    inputs.count("pp", pp)
+    inputs.count("input_len", input_len)
+    inputs.count("output_len", output_len)
+    inputs.count("batch", batch)
+    inputs.count("concurrency", concurrency)
+    inputs.count("num_requests", num_requests)
+    inputs.positive("request_rate", request_rate)
+    inputs.non_negative("length_cv", length_cv)
     given = [x for x in (batch, concurrency, request_rate) if x is not None]
     if len(given) > 1:
         raise SpecError("give at most one of batch, concurrency, request_rate")
@@ -147,7 +165,7 @@ def estimate(model: ModelSpec, node: NodeSpec, *, gpus: int | None = None, tp: i
         mid = step.breakdown(b, b * (input_len + output_len / 2.0))
         tpot = float(dec_t.mean()) if dec_t.size else 0.0
         return InferEstimate(
-            mode="batch", batch=float(b), max_batch=max_batch, output_tokens_per_s=out_tps,
+            mode="batch", batch=float(b), max_batch=max_batch, simulated_max_batch=b, output_tokens_per_s=out_tps,
             throughput_tokens_per_s=out_tps * seq / output_len, request_throughput_per_s=out_tps / output_len,
             ttft_ms=t_pre * 1e3, tpot_ms=tpot * 1e3,
             bound=_bound(mid, b < per, "kv-capacity"),
@@ -166,7 +184,7 @@ def estimate(model: ModelSpec, node: NodeSpec, *, gpus: int | None = None, tp: i
         sim = simulate(dep, Workload(input_len, output_len, None, b, length_cv, seed=seed),
                        chunked_prefill=chunked_prefill, max_batch_seqs=b, max_batch_tokens=budget)
         return InferEstimate(
-            mode="offline", batch=float(b), max_batch=max_batch, output_tokens_per_s=out_tps,
+            mode="offline", batch=float(b), max_batch=max_batch, simulated_max_batch=sim.max_batch, output_tokens_per_s=out_tps,
             throughput_tokens_per_s=out_tps * seq / output_len, request_throughput_per_s=out_tps / output_len,
             ttft_ms=sim.ttft_ms["mean"], tpot_ms=sim.tpot_ms["mean"], ttft_ms_p99=sim.ttft_ms["p99"],
             tpot_ms_p99=sim.tpot_ms["p99"], bound=_bound(ss, True, reason),
@@ -191,7 +209,7 @@ def estimate(model: ModelSpec, node: NodeSpec, *, gpus: int | None = None, tp: i
     at_cap = sim.max_batch >= max_batch
     return InferEstimate(
         mode="concurrency" if concurrency is not None else "request_rate",
-        batch=sim.mean_batch, max_batch=max_batch,
+        batch=sim.mean_batch, max_batch=max_batch, simulated_max_batch=sim.max_batch,
         output_tokens_per_s=replicas * sim.output_tokens_per_s,
         throughput_tokens_per_s=replicas * sim.throughput_tokens_per_s,
         request_throughput_per_s=replicas * sim.request_throughput_per_s,

@@ -59,10 +59,11 @@ class InferParams(Spec):
     tp_allreduce_latency_us: _NonNeg = 12.0
     """Fallback TP all-reduce latency per call, µs (custom one-shot all-reduce kernels of TRT-LLM/vLLM:
     8-15 µs on NVLink; NCCL ring ~20-30 µs). Used only without ``clustertwin.comm``."""
-    memory_utilization: _Frac = 0.92
-    """Fraction of device memory the engine may use for weights + KV cache (vLLM
-    ``gpu_memory_utilization`` 0.90 default; TRT-LLM ``kv_cache_free_gpu_mem_fraction`` 0.90-0.95 of
-    the memory left after weights)."""
+    kv_cache_free_mem_fraction: _Frac = 0.9
+    """Fraction of the device memory left after weights and the runtime reserve that the engine gives
+    to the KV cache (TensorRT-LLM ``kv_cache_free_gpu_mem_fraction`` default 0.90, NVIDIA's published
+    tables use 0.95; vLLM sizes the KV cache from what its ``gpu_memory_utilization`` leaves after
+    profiling weights and activations)."""
     runtime_reserve_gib: _NonNeg = 2.0
     """Per-GPU memory held by the CUDA context, activation workspace and communication buffers, GiB."""
     max_batch_seqs: Annotated[int, Field(gt=0)] = 2048
@@ -77,6 +78,24 @@ class InferParams(Spec):
     kv_transfer_efficiency: _Frac = 0.7
     """Disaggregated serving: achieved fraction of the scale-out NIC bandwidth when moving a prompt's KV
     cache from a prefill to a decode instance (NIXL/UCX RDMA reaches 60-85% of line rate)."""
+
+    cold_start_fixed_s: _NonNeg = 30.0
+    """Replica start-up besides moving the weights: container start from a cached image, engine
+    initialisation, CUDA-graph capture and warm-up (Kubernetes replica start "30 seconds to several
+    minutes"; NVIDIA Dynamo snapshots cut start-up "from minutes to under 5 seconds")."""
+    weights_nvme_gb_per_s: Annotated[float, Field(gt=0)] = 2.25
+    """Checkpoint read rate from a node-local NVMe drive, GB/s (SkyPilot: a 14.19 GB 7B model in
+    11.72 s). Standard loaders reach 1.5-2 GB/s (LLaMA-2-70B loads in 84 s, ServerlessLLM)."""
+    weights_object_store_gb_per_s: Annotated[float, Field(gt=0)] = 0.19
+    """Checkpoint read rate from an object store mounted as a file system (SkyPilot: S3 mount 0.19 GB/s,
+    142 s for 14.19 GB)."""
+    weights_network_efficiency: _Frac = 0.5
+    """Achieved fraction of the node's scale-out NIC bandwidth when streaming weights from a peer or a
+    parallel file system (TCP/HTTP range reads and deserialisation: about half of line rate)."""
+    prefix_cache_fraction: _Frac = 0.5
+    """Fraction of a replica's KV-cache capacity that holds reusable prefix blocks between requests
+    (vLLM automatic prefix caching keeps freed blocks until they are evicted; about half the pool is free
+    at moderate load)."""
 
     @classmethod
     def resolve(cls, calibration: Calibration | None = None, params: InferParams | None = None) -> InferParams:

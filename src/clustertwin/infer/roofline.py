@@ -137,18 +137,22 @@ class Deployment:
 
     def memory(self) -> Memory:
         """Per-GPU memory: weights (layer GEMMs at the weight precision, embeddings and output projection
-        kept 16-bit as engines do), runtime reserve, and what is left for KV cache."""
+        kept 16-bit as engines do), runtime reserve, and the KV-cache budget
+        ``kv_cache_free_mem_fraction × (HBM − weights − reserve)``: a fraction of the memory left after
+        weights, as TensorRT-LLM (``kv_cache_free_gpu_mem_fraction``) and vLLM size it."""
         s, p = self.shape, self.params
         wb = arch.weight_bytes_per_elem(self.precision)
         weights = (s.params_linear_total * wb + (s.params_embedding + s.params_lm_head) * 2.0) / self.gpus
-        usable = self.gpu.hbm_bytes * p.memory_utilization
+        usable = self.gpu.hbm_bytes
         reserve = p.runtime_reserve_gib * units.GIB
         kv_elem = arch.kv_bytes_per_elem(str(self.kv_precision))
         if s.mla:  # the latent is shared by all heads: replicated on every TP rank
             kv_tok = s.kv_elems_per_token * kv_elem / self.pp
         else:  # heads split over TP; with tp > kv_heads each rank still holds one KV head
             kv_tok = s.kv_elems_per_token * kv_elem * max(self.tp, s.kv_heads) / s.kv_heads / self.gpus
-        return Memory(self.gpu.hbm_bytes, usable, weights, reserve, usable - weights - reserve, kv_tok)
+        free = usable - weights - reserve
+        kv_budget = free * p.kv_cache_free_mem_fraction if free > 0 else free
+        return Memory(self.gpu.hbm_bytes, usable, weights, reserve, kv_budget, kv_tok)
 
     def max_seqs(self, seq_tokens: float | np.ndarray) -> np.ndarray:
         """Concurrent sequences whose whole KV (``seq_tokens`` each, reserved up front as TRT-LLM's
@@ -301,4 +305,20 @@ class StepModel:
             stage = gemm + attn + L2 * lookup(ar_s, T) + lookup(p2p_s, T) + ovh
             return pp * stage + step_ovh + seq_ovh * lg
 
-        return f
+        if self.tp > 1 or pp > 1:
+            return f
+
+        def f1(B: float, ctx: float, P: float, pfa: float, lg: float) -> float:
+            """``f`` for tp = pp = 1 (no communication terms), the simulator's common case."""
+            T = B + P
+            if T <= 0:
+                return 0.0
+            gc = c_gemm * T + c_lm * lg
+            gm = m_dense + m_lm + (m_exp * (1.0 - (1.0 - koe) ** T) if koe else 0.0)
+            gemm = (gc if gc > gm else gm) + ov * (gm if gc > gm else gc)
+            ac = c_attn * (ctx + pfa)
+            am = m_kv * (ctx + T)
+            attn = (ac if ac > am else am) + ov * (am if ac > am else ac)
+            return gemm + attn + ovh + step_ovh + seq_ovh * lg
+
+        return f1

@@ -30,6 +30,7 @@ import numpy as np
 
 from clustertwin import units
 from clustertwin.errors import SpecError
+from clustertwin.infer import inputs
 from clustertwin.infer.roofline import Deployment
 
 
@@ -53,6 +54,8 @@ class Workload:
     """Random seed (arrivals, lengths)."""
 
     def __post_init__(self) -> None:
+        inputs.positive("request_rate", self.request_rate)
+        inputs.non_negative("length_cv", self.length_cv)
         if self.input_len < 1 or self.output_len < 1:
             raise SpecError("input_len and output_len must be >= 1")
         if self.request_rate is not None and self.request_rate <= 0:

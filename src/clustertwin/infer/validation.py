@@ -19,6 +19,7 @@ from typing import Any
 
 from clustertwin import catalog
 from clustertwin.errors import SpecError
+from clustertwin.infer import inputs
 from clustertwin.infer.estimator import InferEstimate, estimate
 from clustertwin.specs.hardware import GPUSpec
 from clustertwin.specs.loading import build, load
@@ -65,6 +66,9 @@ def predict(case: dict) -> tuple[InferEstimate, dict[str, Any]]:
         raise SpecError(f"unknown infer case key '{sorted(unknown)[0]}'")
     if "model" not in case:
         raise SpecError("an infer case needs 'model'", path=("model",))
+    for key in ("gpus", "tp", "pp", "input_len", "output_len", "batch", "concurrency", "num_requests"):
+        inputs.count(key, case.get(key))
+    inputs.positive("request_rate", case.get("request_rate"))
     model = _model(case["model"])
     gpus = int(case.get("gpus") or case.get("tp") or 1)
     node = node_for(case.get("node"), case.get("gpu"), gpus)
