@@ -98,6 +98,11 @@ if rank == 0:
     torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step}, ckpt)
     with open(os.path.join(ckpt_dir, "done.json"), "w") as f:
         json.dump({"world": world, "steps": step, "all_reduce": total.item()}, f)
+# Clean teardown: every rank waits until all are done (rank 0 was still writing), then the group is destroyed
+# on all ranks together. Without the barrier a rank that destroys its gloo pairs while a peer is still using
+# them aborts in teardown ("terminate called without an active exception", exit -6) after the job's work is
+# done, and torchrun, srun and `sbatch --wait` report the job failed.
+dist.barrier()
 dist.destroy_process_group()
 '''
 
