@@ -37,6 +37,8 @@ class GpuInfo:
     pci_bus_id: str | None = None
     memory_total_bytes: float | None = None
     memory_used_bytes: float | None = None
+    memory_free_bytes: float | None = None
+    """Free framebuffer memory as the driver reports it (total - used - reserved)."""
     pcie_gen_current: int | None = None
     pcie_gen_max: int | None = None
     """Maximum generation of the link (min of GPU and host capability where both are reported)."""

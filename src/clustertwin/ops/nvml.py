@@ -75,6 +75,7 @@ class NvmlBackend:
             raise NvmlUnavailable(f"NVML could not start: {e}") from None
         self.hostname = socket.gethostname()
         self._xid: dict[tuple[int, int], int] = {}
+        self._xid_last: dict[int, int] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -157,6 +158,7 @@ class NvmlBackend:
             pci_bus_id=(lambda b: b.decode() if isinstance(b, bytes) else b)(pci.busId) if pci else None,
             memory_total_bytes=float(mem.total) if mem else None,
             memory_used_bytes=float(mem.used) if mem else None,
+            memory_free_bytes=float(mem.free) if mem else None,
             pcie_gen_current=c("nvmlDeviceGetCurrPcieLinkGeneration", h),
             pcie_gen_max=gen_max,
             pcie_width_current=c("nvmlDeviceGetCurrPcieLinkWidth", h),
@@ -235,11 +237,17 @@ class NvmlBackend:
                 with self._lock:
                     key = (idx, int(data.eventData))
                     self._xid[key] = self._xid.get(key, 0) + 1
+                    self._xid_last[idx] = int(data.eventData)
             self._call("nvmlEventSetFree", evset)
 
         self._thread = threading.Thread(target=loop, name="clustertwin-xid", daemon=True)
         self._thread.start()
         return True
+
+    def xid_last(self) -> dict[int, int]:
+        """GPU index -> the last Xid seen since the watch started (dcgm-exporter's DCGM_FI_DEV_XID_ERRORS)."""
+        with self._lock:
+            return dict(self._xid_last)
 
     def xid_counts(self) -> dict[tuple[int, int], int]:
         """(GPU index, Xid) -> events seen since the watch started."""

@@ -176,6 +176,7 @@ def _gpu(index: int, bus: str, t: Tree) -> GpuInfo:
         pci_bus_id=str(_get(t, "PCI", "Bus Id") or bus),
         memory_total_bytes=None if _num(fb.get("Total")) is None else _num(fb.get("Total")) * MIB,
         memory_used_bytes=None if _num(fb.get("Used")) is None else _num(fb.get("Used")) * MIB,
+        memory_free_bytes=None if _num(fb.get("Free")) is None else _num(fb.get("Free")) * MIB,
         pcie_gen_current=_int(gen.get("Current")),
         pcie_gen_max=gen_max,
         pcie_width_current=_int(width.get("Current")),
