@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -167,6 +167,7 @@ def bench_command(
     storage_mib: int = typer.Option(1024, "--storage-mib", help="Storage test file size, MiB."),
     iodepth: int = typer.Option(16, "--iodepth", help="Random-read threads."),
     ssd: str | None = typer.Option(None, "--ssd", help="Catalog SSD id to compare storage with."),
+    storage_tool: str = typer.Option("auto", "--storage-tool", help="fio, python, or auto (fio when installed)."),
     skip: list[str] = typer.Option([], "--skip", help="Skip parts: gemm, memory, collectives."),
     calibration_out: Path | None = typer.Option(None, "--calibration-out", help="Write a Calibration YAML here."),
     json_out: bool = JsonOpt,
@@ -189,7 +190,10 @@ def bench_command(
         report.gemm, sk = bm.gemm(precision or None, gemm_n)
         report.skipped += sk
     if "memory" not in skip:
+        from clustertwin.ops.bench_io import stream_triad
+
         report.memory.append(bm.host_memory_bandwidth(memory_mib * MIB, cpu))
+        report.memory.append(stream_triad(max(3, memory_mib) * MIB, cpu))
         dev, reason = bm.device_memory_bandwidth()
         if dev is not None:
             report.memory.append(dev)
@@ -203,8 +207,18 @@ def bench_command(
             raise SpecError("--min-bytes needs --max-bytes")
         report.collectives, sk = bm.collectives(ops, sizes, nprocs)
         report.skipped += sk
+    if storage_tool not in ("auto", "fio", "python"):
+        raise SpecError(f"--storage-tool takes auto, fio or python (got '{storage_tool}')")
     if storage is not None:
-        report.storage = bm.storage(storage, storage_mib * MIB, iodepth, ssd)
+        from clustertwin.ops.bench_io import fio_storage, fio_version
+
+        if storage_tool == "fio" or (storage_tool == "auto" and fio_version() is not None):
+            report.storage = fio_storage(storage, storage_mib * MIB, iodepth, ssd)
+        else:
+            report.storage = bm.storage(storage, storage_mib * MIB, iodepth, ssd)
+            if storage_tool == "python":
+                report.storage = replace(report.storage, tool="python (os.write/readv, preadv threads; "
+                                                              "--storage-tool python)")
     cal = calibration_from_bench(report)
     if calibration_out is not None:
         write_calibration(cal, str(calibration_out))
@@ -224,17 +238,17 @@ def bench_command(
                             [[g.precision, g.n, g.tflops, g.peak_tflops, g.pct_of_peak, g.peak_source]
                              for g in report.gemm]))
     if report.memory:
-        console.print(table("memory bandwidth (copy: read + write)", ["where", "bytes", "GB/s", "peak GB/s",
-                                                                      "% of peak", "peak source"],
-                            [[m.where, m.bytes_per_copy, m.gb_per_s, m.peak_gb_per_s, m.pct_of_peak, m.peak_source]
-                             for m in report.memory]))
+        console.print(table("memory bandwidth", ["where", "tool", "bytes", "GB/s", "peak GB/s",
+                                                 "% of peak", "peak source"],
+                            [[m.where, m.tool, m.bytes_per_copy, m.gb_per_s, m.peak_gb_per_s, m.pct_of_peak,
+                              m.peak_source] for m in report.memory]))
     for c in report.collectives:
         console.print(bm.format_nccl_tests(c), markup=False, highlight=False)
     if report.storage:
         st = report.storage
         exp = st.expected
         console.print(table(f"storage {st.path} ({st.file_bytes / MIB:.0f} MiB file, "
-                            f"{'O_DIRECT' if st.direct_io else 'page cache dropped'})",
+                            f"{'O_DIRECT' if st.direct_io else 'page cache dropped'}; {st.tool})",
                             ["test", "measured", "catalog", "% of catalog"],
                             [["seq write GB/s", st.seq_write_gb_per_s, exp.get("seq_write_gb_per_s"),
                               _pct(st.seq_write_gb_per_s, exp.get("seq_write_gb_per_s"))],
