@@ -51,11 +51,16 @@ def test_stream_triad_threads_and_label():
         bench_io.stream_triad(1024)
 
 
-def test_node_bench_cli_names_the_tools(cli, tmp_path):
-    res = cli("node", "bench", "--skip", "gemm", "--skip", "collectives", "--memory-mib", "6", "--storage",
-              str(tmp_path), "--storage-mib", "8", "--storage-tool", "python", "--iodepth", "2", "--json")
+def test_node_bench_cli_names_the_tools(cli):
+    res = cli("node", "bench", "--skip", "gemm", "--skip", "collectives", "--memory-mib", "6", "--json")
     assert res.code == 0, res.stderr
     d = json.loads(res.stdout)
     assert [m["tool"].split(",")[0] for m in d["memory"]] == ["numpy copyto", "STREAM triad"]
-    assert d["storage"]["tool"].startswith("python")
     assert cli("node", "bench", "--skip", "gemm", "--storage-tool", "dd").code == 2
+
+
+def test_python_storage_fallback_is_labelled(tmp_path):
+    from clustertwin.ops import bench as bm
+
+    st = bm.storage(tmp_path, 8 * MIB, iodepth=2, rand_seconds=0.2)
+    assert st.tool.startswith("python") and "fio not installed" in st.tool

@@ -380,7 +380,7 @@ def diagnose(paths: Iterable[str | Path], job: JobContext | None = None) -> Diag
             subject = f.subject or (f"job {job_id}" if not job_id.startswith(FILE_JOB_PREFIX) else None)
             findings.append(dataclasses.replace(f, subject=subject))
             actions.setdefault(code, f.action)
-    findings += chains(hits.details, hits.lines, actions)
+    findings = chains(hits.details, hits.lines, actions) + findings  # a job's chain first within its severity
     if skipped:
         findings.append(Finding("warning", "BINARY_SKIPPED", f"{len(skipped)} file(s) not read (binary or "
                                 "unreadable)", tuple(skipped[:MAX_EVIDENCE]), "convert them to text (zstd -d, "
