@@ -7,8 +7,8 @@ A job's log lines carry the rank that printed them (torchrun's ``[rank7]:`` / ``
 chained). Within a job the steps (one per rule and
 the ranks that hit it) are ordered by their first time stamp; without time stamps, by the rule's place in the
 failure chain (hardware and memory faults cause communicator errors, which cause collective timeouts, which
-cause teardown messages), then by line order. A job with two or more steps gets a ``JOB_FAILURE_CHAIN`` finding
-naming the first failure as the cause to fix.
+cause teardown messages), then by line order. A known job with two or more failure steps besides teardown gets
+a ``JOB_FAILURE_CHAIN`` finding naming the first failure as the cause to fix.
 """
 
 from __future__ import annotations
@@ -113,8 +113,8 @@ def chains(details: dict[str, list[dict[str, Any]]], evidence: dict[str, list[Ev
             first = min(items, key=lambda it: (it[0]["time"] is None, it[0]["time"] or 0.0, it[0]["order"]))
             steps.append(Step(code, sorted({d["rank"] for d, _ in items if d["rank"] is not None}),
                               min(times) if times else None, min(d["order"] for d, _ in items), first[1]))
-        if len(steps) < 2:
-            continue
+        if job.startswith(FILE_JOB_PREFIX) or sum(s.code != "DIST_TEARDOWN" for s in steps) < 2:
+            continue  # no known job, or nothing but one failure and its teardown
         timed = all(s.first_time is not None for s in steps)
         steps.sort(key=lambda s: ((s.first_time or 0.0) if timed else 0.0, CHAIN_ORDER.index(s.code), s.first_order))
         root = steps[0]
