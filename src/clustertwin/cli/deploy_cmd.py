@@ -121,7 +121,7 @@ def _emit(text: str, plan: JobPlan, kind: str, output: Path | None, json_out: bo
         pred = plan.prediction
         print_json({"kind": kind, "hosts": plan.hosts, "procs_per_host": plan.procs_per_host,
                     "gpus_per_host": plan.gpus_per_host, "world_size": plan.world_size,
-                    "layout": plan.parallelism.model_dump(mode="json"),
+                    "layout": plan.parallelism.model_dump(mode="json"), "warnings": list(plan.warnings),
                     "prediction": None if pred is None else pred.__dict__,
                     "output": None if output is None else str(output), "text": text})
     elif output is None:
