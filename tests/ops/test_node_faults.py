@@ -143,3 +143,22 @@ def test_inventory_flags_skew_across_nodes(tmp_path, cli):
     assert [f["code"] for f in skew] == ["SKEW_DRIVER"]
     assert "550.54.15: 1 node(s) (gpu-a01)" in json.dumps(skew[0]["evidence"])
     assert cli("node", "check", "--inventory", str(tmp_path / "nope")).code == 2
+
+
+def test_rocm_and_cann_against_the_accelerator(tmp_path):
+    from clustertwin.ops.compat import accelerator_findings
+    from clustertwin.ops.host import accelerator_stacks
+
+    assert [f.code for f in accelerator_findings(["mi300x"], rocm="5.7.1")] == ["ROCM_GPU_UNSUPPORTED"]
+    assert accelerator_findings(["mi300x"], rocm="6.2.4") == []
+    assert [f.code for f in accelerator_findings(["mi50"], rocm="6.1")] == ["ROCM_GPU_UNSUPPORTED"]  # left after 5.7
+    assert [f.code for f in accelerator_findings(["ascend-910b"], cann="6.3.RC2")] == ["CANN_NPU_UNSUPPORTED"]
+    assert accelerator_findings(["ascend-910b"], cann="8.0.RC2") == []
+    rocm = tmp_path / "version"
+    rocm.write_text("6.2.4-117\n", encoding="utf-8")
+    info = tmp_path / "aarch64-linux"
+    info.mkdir()
+    (info / "ascend_toolkit_install.info").write_text("package_name=Ascend-cann-toolkit\nversion=8.0.RC2\n",
+                                                       encoding="utf-8")
+    assert accelerator_stacks(rocm, str(tmp_path / "*" / "ascend_toolkit_install.info")) == ("6.2.4", "8.0.RC2")
+    assert accelerator_stacks(tmp_path / "missing", str(tmp_path / "none*")) == (None, None)

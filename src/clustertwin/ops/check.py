@@ -15,7 +15,7 @@ from pathlib import Path
 from clustertwin import catalog
 from clustertwin.errors import SpecError
 from clustertwin.ops import ib as ibmod
-from clustertwin.ops.compat import stack_findings
+from clustertwin.ops.compat import accelerator_findings, stack_findings
 from clustertwin.ops.diag import STRESS_S, DiagResult, gpu_levels, parse_dcgmi_json, run_dcgmi
 from clustertwin.ops.findings import Evidence, Finding, FindingList, sort_findings, worst
 from clustertwin.ops.gpu import HARMLESS_THROTTLE, GpuInfo, catalog_gpu_id
@@ -332,6 +332,8 @@ def check_node(*, smi_q: Path | None = None, topo: Path | None = None, kernel_lo
     if host is not None:
         findings += stack_findings(driver, host.torch_version, host.torch_cuda_version,
                                    [catalog_gpu_id(g.name) for g in gpus], host.nccl_version, "torch/driver")
+        findings += accelerator_findings([catalog_gpu_id(g.name) for g in gpus], host.rocm_version,
+                                         host.cann_version, "ROCm/CANN")
 
     tm: TopoMatrix | None = None
     if topo is not None:

@@ -112,3 +112,27 @@ def stack_findings(driver: str | None, torch_version: str | None, cuda_runtime: 
                                f"torch {torch_version}, CUDA {cuda_runtime}"),), "a custom or NGC build: check "
                                "that its NCCL and arch list match the cluster"))
     return out
+
+
+def accelerator_findings(gpu_ids: list[str | None], rocm: str | None = None, cann: str | None = None,
+                         source: str = "node") -> list[Finding]:
+    """AMD GPUs against the installed ROCm and Ascend NPUs against the installed CANN
+    (:data:`compat_matrix.ROCM_GPUS`, :data:`compat_matrix.CANN_ASCEND`)."""
+    from clustertwin.ops.compat_matrix import CANN_ASCEND, ROCM_GPUS, vtuple
+
+    out = []
+    for gid in sorted({g for g in gpu_ids if g}):
+        if gid in ROCM_GPUS and rocm:
+            target, first, last = ROCM_GPUS[gid]
+            if vtuple(rocm)[:2] < vtuple(first) or (last and vtuple(rocm)[:2] > vtuple(last)):
+                span = f"{first}-{last}" if last else f">= {first}"
+                out.append(Finding("error", "ROCM_GPU_UNSUPPORTED", f"ROCm {rocm} does not support {gid} "
+                                   f"({target}; supported in ROCm {span})", (Evidence(source, None,
+                                   f"{gid}, ROCm {rocm}"),), f"install a ROCm release in {span}"))
+        if gid in CANN_ASCEND and cann:
+            first, last = CANN_ASCEND[gid]
+            if vtuple(cann)[:2] < vtuple(first):
+                out.append(Finding("error", "CANN_NPU_UNSUPPORTED", f"CANN {cann} predates {gid} support (CANN "
+                                   f">= {first})", (Evidence(source, None, f"{gid}, CANN {cann}"),),
+                                   f"install CANN >= {first}"))
+    return out

@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from clustertwin.errors import SpecError
-from clustertwin.ops.compat import stack_findings
+from clustertwin.ops.compat import accelerator_findings, stack_findings
 from clustertwin.ops.findings import Evidence, Finding, sort_findings
 from clustertwin.ops.gpu import catalog_gpu_id
 
 SKEW_SEVERITY = {"nccl": "error", "torch": "error", "driver": "warning", "cuda_runtime": "warning",
-                 "kernel": "warning", "gpu_model": "warning", "gpu_count": "warning"}
+                 "kernel": "warning", "gpu_model": "warning", "gpu_count": "warning", "rocm": "error",
+                 "cann": "error"}
 """Severity of a version that differs across nodes (module docstring)."""
 
 
@@ -50,6 +51,7 @@ def node_facts(doc: dict[str, Any], file: str) -> NodeFacts:
         "driver": doc.get("driver_version"), "cuda_runtime": host.get("torch_cuda_version"),
         "torch": host.get("torch_version"), "nccl": host.get("nccl_version"), "kernel": host.get("kernel"),
         "gpu_model": ", ".join(names) if names else None, "gpu_count": str(len(gpus)) if gpus else None,
+        "rocm": host.get("rocm_version"), "cann": host.get("cann_version"),
     }
     return NodeFacts(str(host.get("hostname") or Path(file).stem), file, values,
                      [g.get("catalog_id") or catalog_gpu_id(str(g.get("name", ""))) for g in gpus])
@@ -99,8 +101,10 @@ def skew_findings(nodes: list[NodeFacts]) -> list[Finding]:
 def _stack(nodes: list[NodeFacts]) -> list[Finding]:
     out = []
     for n in nodes:
-        for f in stack_findings(n.values["driver"], n.values["torch"], n.values["cuda_runtime"], n.gpu_ids,
-                                n.values["nccl"], source=n.file):
+        found = stack_findings(n.values["driver"], n.values["torch"], n.values["cuda_runtime"], n.gpu_ids,
+                               n.values["nccl"], source=n.file)
+        found += accelerator_findings(n.gpu_ids, n.values["rocm"], n.values["cann"], source=n.file)
+        for f in found:
             out.append(Finding(f.severity, f.code, f"{n.name}: {f.title}", f.evidence, f.action, n.name))
     return out
 
