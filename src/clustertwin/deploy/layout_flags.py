@@ -28,6 +28,8 @@ EnvTriple = tuple[str, str, str]
 FRAMEWORK_NAME = {"megatron": "Megatron-LM", "nemo": "NeMo/Megatron-Bridge", "torchtitan": "torchtitan"}
 
 _TORCH_DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp8": "bfloat16", "fp32": "float32", "tf32": "float32"}
+MIXED_PRECISION = {"bf16": "bf16_mixed", "fp8": "bf16_with_fp8_delayed_scaling_mixed", "fp16": "fp16_mixed"}
+"""Megatron-Bridge mixed-precision recipe names (fp32/tf32: none, the model's own dtype)."""
 ZERO_STAGES: dict[str, dict[int, int]] = {
     "megatron": {0: 0, 1: 1, 2: 1, 3: 3},
     "nemo": {0: 0, 1: 1, 2: 1, 3: 3},
@@ -206,9 +208,9 @@ def nemo_overrides(model: ModelSpec, p: ParallelismSpec, checkpoint_dir: str) ->
     ov |= {"train.micro_batch_size": p.micro_batch, "train.global_batch_size": p.global_batch,
            "ddp.use_distributed_optimizer": distributed, "optimizer.use_distributed_optimizer": distributed,
            "ddp.use_megatron_fsdp": _b(p.zero == 3),
-           "mixed_precision": {"bf16": "bf16_mixed", "fp8": "bf16_with_fp8_hybrid", "fp16": "16-mixed",
-                               "fp32": "32", "tf32": "32"}[p.precision],
            "checkpoint.save": checkpoint_dir, "checkpoint.load": checkpoint_dir}
+    if p.precision in MIXED_PRECISION:
+        ov["mixed_precision"] = MIXED_PRECISION[p.precision]
     env = [("CUDA_DEVICE_MAX_CONNECTIONS", "1",
             "Megatron-core: one hardware queue keeps TP communication ordered ahead of compute (overlap)")]
     return [f"{k}={v}" for k, v in ov.items()], env
