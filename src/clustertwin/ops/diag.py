@@ -67,7 +67,8 @@ def memory_test(torch: Any, index: int) -> dict[str, Any]:
     """Write ``arange`` patterns over MEMTEST_FRACTION of free memory in chunks, read back, count mismatches."""
     dev = torch.device("cuda", index)
     free, _total = torch.cuda.mem_get_info(dev)
-    n_chunks = max(1, int(free * MEMTEST_FRACTION // MEMTEST_CHUNK_BYTES))
+    # the chunks, plus one reference chunk and a comparison mask while checking, within the fraction
+    n_chunks = max(1, int(free * MEMTEST_FRACTION // MEMTEST_CHUNK_BYTES) - 2)
     elems = MEMTEST_CHUNK_BYTES // 4
     bad = 0
     chunks = []
@@ -121,7 +122,9 @@ def stress(torch: Any, index: int, seconds: float, nvml: Any | None) -> dict[str
         if handle is not None:
             power.append(nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0)
             clocks.append(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM))
-            reasons |= set(throttle_names(int(nvml.nvmlDeviceGetCurrentClocksEventReasons(handle))))
+            get_reasons = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
+                nvml.nvmlDeviceGetCurrentClocksThrottleReasons  # bindings before the 535 rename
+            reasons |= set(throttle_names(int(get_reasons(handle))))
     tflops = 2 * STRESS_GEMM_N**3 * iters / seconds / 1e12
     return {"seconds": seconds, "tflops": tflops, "power_w_max": max(power, default=None),
             "sm_clock_mhz_min": min(clocks, default=None), "throttle_reasons": sorted(reasons)}
