@@ -9,7 +9,10 @@ counter's TYPE line). ``DCGM_FI_DEV_XID_ERRORS`` is a gauge holding the last Xid
 dcgm-exporter does; ``clustertwin_xid_events_total`` counts the events per code. Series carry the job that
 owns the GPU: ``hpc_job`` from a dcgm-exporter style job-mapping directory (one file per GPU index holding the
 Slurm job id, written by a prolog) or ``SLURM_JOB_ID``, and ``pod``/``namespace``/``container`` from the
-Kubernetes downward API variables (``POD_NAME``, ``POD_NAMESPACE``, ``CONTAINER_NAME``).
+Kubernetes downward API variables (``POD_NAME``, ``POD_NAMESPACE``, ``CONTAINER_NAME``). The environment names
+the job only when the exporter runs inside it (a sidecar container, or started by the job's step); a node
+daemon (a DaemonSet, a systemd unit) should use the mapping directory, because its own environment names the
+daemon, not the job.
 """
 
 from __future__ import annotations
