@@ -30,6 +30,7 @@ NNodes, AllocTRES)."""
 TRAIN = r'''
 """Tiny data-parallel regression over gloo: all-reduced gradients, a checkpoint, and preemption by flag."""
 import argparse
+import gc
 import json
 import os
 import time
@@ -42,6 +43,19 @@ ap.add_argument("--steps", type=int, default=5)
 ap.add_argument("--sleep", type=float, default=0.0)
 ap.add_argument("--tag", default="")
 args = ap.parse_args()
+
+
+def teardown():
+    """Clean process-group teardown: wait for every rank, drop every object that holds the gloo process group
+    (tensors and work handles of the last collectives), then destroy it while Python still runs. A group
+    destroyed later, by the interpreter's exit, can abort in gloo's thread teardown ("terminate called without
+    an active exception", exit -6) after the job's work is done: torchrun, srun and sbatch --wait then report
+    a finished job as failed."""
+    dist.barrier()
+    gc.collect()
+    dist.destroy_process_group()
+    gc.collect()
+
 
 dist.init_process_group("gloo")
 rank, world = dist.get_rank(), dist.get_world_size()
@@ -81,8 +95,8 @@ while step < args.steps:
         if rank == 0:
             torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step}, ckpt)
             print(f"preempted: checkpoint at step {step}", flush=True)
-        dist.barrier()
-        dist.destroy_process_group()
+        del stop
+        teardown()
         raise SystemExit(0)
     time.sleep(args.sleep)
 
@@ -98,7 +112,8 @@ if rank == 0:
     torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step}, ckpt)
     with open(os.path.join(ckpt_dir, "done.json"), "w") as f:
         json.dump({"world": world, "steps": step, "all_reduce": total.item()}, f)
-dist.destroy_process_group()
+del total, weights, gathered
+teardown()
 '''
 
 

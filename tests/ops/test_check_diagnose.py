@@ -81,7 +81,7 @@ def test_diagnose_cli_json_schema(cli, tmp_path):
     res = cli("diagnose", str(OPS / "logs"), "--json")
     assert res.code == 0, res.stderr
     data = json.loads(res.stdout)
-    assert set(data) == {"findings", "files_read", "lines_read"}
+    assert set(data) == {"findings", "files_read", "lines_read", "files_skipped"}
     for f in data["findings"]:
         assert {"severity", "code", "title", "evidence", "action"} <= set(f)
         assert f["severity"] in ("critical", "error", "warning", "info")
@@ -90,5 +90,6 @@ def test_diagnose_cli_json_schema(cli, tmp_path):
     clean = tmp_path / "ok.log"
     clean.write_text("step 1 | loss 2.0\n")
     res = cli("diagnose", str(clean), "--json")
-    assert res.code == 0 and json.loads(res.stdout) == {"findings": [], "files_read": 1, "lines_read": 1}
+    assert res.code == 0 and json.loads(res.stdout) == {"findings": [], "files_read": 1, "lines_read": 1,
+                                                        "files_skipped": 0}
     assert cli("diagnose", str(tmp_path / "nope.log")).code == 2

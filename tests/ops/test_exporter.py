@@ -37,6 +37,9 @@ class FakeBackend:
     def xid_counts(self) -> dict[tuple[int, int], int]:
         return {(1, 79): 1, (1, 48): 2}
 
+    def xid_last(self) -> dict[int, int]:
+        return {1: 79}
+
 
 def _backend():
     try:
@@ -53,7 +56,7 @@ def _value(text: str, metric: str, gpu: str) -> float:
 
 def test_exporter_scrape_over_http():
     backend = _backend()
-    server, thread = ex.start(backend, "node017", port=0, addr="127.0.0.1")
+    server, thread = ex.start(backend, "node017", port=0, addr="127.0.0.1", environ={})
     try:
         port = server.server_port
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
@@ -74,6 +77,13 @@ def test_exporter_scrape_over_http():
         assert _value(body, "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "1") == 0x8 + 0x40
         assert _value(body, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "0") == 1.5e9
         assert 'clustertwin_xid_events_total{Hostname="node017",gpu="1",xid="79"} 1.0' in body
+        assert "# TYPE clustertwin_xid_events_total counter" in body
+        for counter in ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+                        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"):
+            assert f"# TYPE {counter} counter" in body  # dcgm-exporter's names, typed counter
+        assert "# TYPE DCGM_FI_DEV_XID_ERRORS gauge" in body
+        assert _value(body, "DCGM_FI_DEV_XID_ERRORS", "1") == 79.0 and _value(body, "DCGM_FI_DEV_XID_ERRORS", "0") == 0
+        assert _value(body, "DCGM_FI_DEV_FB_FREE", "0") == 70 * 1024
         assert _value(body, "clustertwin_nvlink_links_down", "0") == 0.0
 
 
@@ -84,11 +94,11 @@ def test_alert_rules_reference_exported_metrics(cli, tmp_path):
     doc = yaml.safe_load(out.read_text())
     rules = doc["groups"][0]["rules"]
     exported = {m for m, *_ in ex._GAUGES} | {m for m, *_ in ex._COUNTERS} | {
-        ex.XID_METRIC, ex.THROTTLE_METRIC, ex.NVLINK_DOWN_METRIC, ex.GPU_COUNT_METRIC, "up"}
+        ex.XID_METRIC, ex.XID_LAST_METRIC, ex.THROTTLE_METRIC, ex.NVLINK_DOWN_METRIC, ex.GPU_COUNT_METRIC, "up"}
     for r in rules:
         assert {"alert", "expr", "for", "labels", "annotations"} <= set(r)
         names = set(re.findall(r"\b([A-Za-z_][A-Za-z0-9_]*)(?=[{\[ ]|$)", r["expr"])) - {
-            "increase", "rate", "max_over_time", "job"}
+            "increase", "rate", "max_over_time", "job", "or", "unless", "offset", "and", "on"}
         assert names and names <= exported, (r["alert"], names - exported)
 
 

@@ -91,7 +91,7 @@ def test_cli_json_suggestions(cli):
     res = cli("diagnose", str(JOB_LOG), *JOB_FLAGS, "--json")
     assert res.code == 0, res.stderr
     data = json.loads(res.stdout)
-    assert set(data) == {"findings", "files_read", "lines_read"}
+    assert set(data) == {"findings", "files_read", "lines_read", "files_skipped"}
     (oom,) = data["findings"]
     assert {"severity", "code", "title", "evidence", "action", "suggestions", "memory_model"} <= set(oom)
     assert oom["memory_model"]["fits"] is False and oom["memory_model"]["gpus"] == 1024

@@ -14,7 +14,8 @@ import typer
 
 from clustertwin.cli.common import ClusterOpt, JsonOpt, load_cluster, load_model, print_json
 from clustertwin.deploy.job import DeploySpec, JobPlan, layout_from_search, plan_job, predict
-from clustertwin.deploy.k8s import render_manifests
+from clustertwin.deploy.k8s import KINDS, NO_PVC_WARNING, render_manifests
+from clustertwin.deploy.layout_flags import framework_layout
 from clustertwin.deploy.slurm import render_sbatch
 from clustertwin.errors import SpecError
 from clustertwin.specs import ParallelismSpec, build
@@ -43,7 +44,11 @@ SearchOpt = Annotated[bool, typer.Option("--from-search", help="Use the fastest 
 ScriptOpt = Annotated[str, typer.Option("--script", help="Training script torchrun starts.")]
 ArgsArg = Annotated[list[str] | None, typer.Argument(help="Arguments for the training script (after --).")]
 NameOpt = Annotated[str, typer.Option("--job-name", help="Job name.")]
-FlagsOpt = Annotated[str, typer.Option("--flags", help="Layout flags: megatron, torchtitan or none.")]
+FlagsOpt = Annotated[str, typer.Option("--flags", help="Layout and architecture flags: megatron, nemo "
+                                                      "(Megatron-Bridge overrides), torchtitan or none.")]
+StrictOpt = Annotated[bool, typer.Option("--strict", help="Refuse (exit 2) instead of warning: a ZeRO stage the "
+                                                         "framework lacks, checkpoints without a persistent volume.")]
+CpuBindOpt = Annotated[str, typer.Option("--cpu-bind", help="numa: torchrun --numa-binding=node puts each rank on its GPU's NUMA node (torch >= 2.8); none.")]
 DeviceOpt = Annotated[str, typer.Option("--device", help="gpu (NCCL) or cpu (gloo, for tests).")]
 CpuProcsOpt = Annotated[int, typer.Option("--cpu-procs", help="Processes per host of a --device cpu job.")]
 GphOpt = Annotated[int | None, typer.Option("--gpus-per-host",
@@ -62,13 +67,13 @@ LAYOUT_FLAGS = ("tp", "pp", "cp", "ep", "vpp", "micro_batch", "recompute", "zero
 
 
 def _layout(cluster: ClusterSpec, model: ModelSpec, given: dict[str, Any], *, dp: int | None, gpus: int | None,
-            global_batch: int, precision: str, from_search: bool) -> tuple[ParallelismSpec, str]:
+            global_batch: int, precision: str, from_search: bool, flags: str) -> tuple[ParallelismSpec, str]:
     fixed = {k: v for k, v in given.items() if v is not None}
     if from_search:
         if dp is not None:
             fixed["dp"] = dp
         return layout_from_search(model, cluster, global_batch=global_batch, gpus=gpus, precision=precision,
-                                  fixed=fixed)
+                                  fixed=fixed, flags=flags)
     n = gpus or cluster.total_gpus
     if dp is None:
         group = fixed.get("tp", 1) * fixed.get("pp", 1) * fixed.get("cp", 1)
@@ -88,15 +93,20 @@ def _plan(cluster_ref: str, model_ref: str, layout: dict[str, Any], dp: int | No
     model = load_model(model_ref)
     options = build(DeploySpec, {**{k: v for k, v in opts.items() if v is not None},
                                  "script_args": tuple(script_args or ()), "tokens": tokens})
-    par, source = _layout(cluster, model, layout, dp=dp, gpus=gpus, global_batch=global_batch,
-                          precision=precision, from_search=from_search)
+    asked, source = _layout(cluster, model, layout, dp=dp, gpus=gpus, global_batch=global_batch,
+                            precision=precision, from_search=from_search, flags=options.flags)
+    # predict the layout the framework runs (a ZeRO stage it lacks is mapped, or refused with --strict)
+    par, _ = framework_layout(options.flags, asked, options.strict)
     prediction = None
     if options.device == "gpu" and not no_predict:
         prediction = predict(model, cluster, par, tokens, source=source)
         if not prediction.fits:
             typer.echo(f"warning: the layout needs {prediction.memory_gib_per_gpu:.1f} GiB per GPU of "
                        f"{prediction.memory_capacity_gib:.1f} GiB (out of memory in the twin)", err=True)
-    return plan_job(cluster, model, par, options, prediction)
+    plan = plan_job(cluster, model, asked, options, prediction)
+    for w in plan.warnings:
+        typer.echo(f"warning: {w}", err=True)
+    return plan
 
 
 def _emit(text: str, plan: JobPlan, kind: str, output: Path | None, json_out: bool, executable: bool) -> None:
@@ -111,7 +121,7 @@ def _emit(text: str, plan: JobPlan, kind: str, output: Path | None, json_out: bo
         pred = plan.prediction
         print_json({"kind": kind, "hosts": plan.hosts, "procs_per_host": plan.procs_per_host,
                     "gpus_per_host": plan.gpus_per_host, "world_size": plan.world_size,
-                    "layout": plan.parallelism.model_dump(mode="json"),
+                    "layout": plan.parallelism.model_dump(mode="json"), "warnings": list(plan.warnings),
                     "prediction": None if pred is None else pred.__dict__,
                     "output": None if output is None else str(output), "text": text})
     elif output is None:
@@ -142,6 +152,13 @@ def slurm_command(
     preempt_lead_s: Annotated[int, typer.Option("--preempt-lead-s", help="Signal this long before the end.")] = 300,
     preempt_grace_s: Annotated[int, typer.Option("--preempt-grace-s",
                                                  help="Checkpoint time before SIGTERM.")] = 240,
+    container_image: Annotated[str | None, typer.Option("--container-image",
+                                                        help="Run in this image with pyxis/enroot.")] = None,
+    container_mounts: Annotated[str | None, typer.Option("--container-mounts",
+                                                         help="pyxis mounts SRC:DST[,...].")] = None,
+    switch_wait: Annotated[str, typer.Option("--switch-wait", help="Longest wait for the fewest leaf switches "
+                                                                   "(--switches=N@wait).")] = "00:10:00",
+    cpu_bind: CpuBindOpt = "none", strict: StrictOpt = False,
     tokens: TokensOpt = None, no_predict: NoPredictOpt = False, output: OutOpt = None, json_out: bool = JsonOpt,
 ) -> None:
     """An sbatch script: srun + torchrun across the nodes, NCCL for the fabric, requeue and
@@ -152,7 +169,8 @@ def slurm_command(
                 gpus_per_host=gpus_per_host, checkpoint_dir=checkpoint_dir, ib_hca=ib_hca,
                 socket_ifname=socket_ifname, gid_index=gid_index, traffic_class=traffic_class,
                 time_limit=time_limit, partition=partition, account=account, qos=qos, output=log,
-                preempt_lead_s=preempt_lead_s, preempt_grace_s=preempt_grace_s)
+                preempt_lead_s=preempt_lead_s, preempt_grace_s=preempt_grace_s, container_image=container_image,
+                container_mounts=container_mounts, switch_wait=switch_wait, cpu_bind=cpu_bind, strict=strict)
     plan = _plan(cluster, model, layout, dp, gpus, global_batch, precision, from_search, no_predict, tokens,
                  script_args, opts)
     _emit(render_sbatch(plan), plan, "slurm", output, json_out, executable=True)
@@ -172,7 +190,13 @@ def k8s_command(
     device: DeviceOpt = "gpu", cpu_procs: CpuProcsOpt = 2, gpus_per_host: GphOpt = None,
     checkpoint_dir: CkptOpt = "checkpoints",
     ib_hca: HcaOpt = None, socket_ifname: IfOpt = None, gid_index: GidOpt = None, traffic_class: TcOpt = None,
-    kind: Annotated[str, typer.Option("--kind", help="pytorchjob, jobset or both.")] = "both",
+    kind: Annotated[str, typer.Option("--kind", help="trainjob (Kubeflow Trainer v2), pytorchjob (training-operator "
+                                                     "v1), jobset, both (pytorchjob + jobset) or all.")] = "both",
+    runtime: Annotated[str, typer.Option("--runtime", help="TrainJob: ClusterTrainingRuntime name.")] = (
+        "torch-distributed"),
+    cluster_queue: Annotated[str | None, typer.Option("--cluster-queue",
+                                                      help="Kueue ClusterQueue: also emit the LocalQueue.")] = None,
+    cpu_bind: CpuBindOpt = "none", strict: StrictOpt = False,
     image: Annotated[str, typer.Option("--image", help="Container image.")] = "nvcr.io/nvidia/pytorch:25.01-py3",
     namespace: Annotated[str, typer.Option("--namespace", help="Kubernetes namespace.")] = "default",
     queue: Annotated[str | None, typer.Option("--queue", help="Kueue LocalQueue (adds the queue label).")] = None,
@@ -186,21 +210,27 @@ def k8s_command(
                                                  help="terminationGracePeriodSeconds for the checkpoint.")] = 240,
     tokens: TokensOpt = None, no_predict: NoPredictOpt = False, output: OutOpt = None, json_out: bool = JsonOpt,
 ) -> None:
-    """A Kubeflow PyTorchJob and a JobSet manifest (GPUs, RDMA, /dev/shm, node affinity, optional Kueue queue)."""
-    kinds = {"pytorchjob": ("pytorchjob",), "jobset": ("jobset",), "both": ("pytorchjob", "jobset")}
-    if kind not in kinds:
-        raise SpecError(f"--kind must be pytorchjob, jobset or both (got {kind!r})")
+    """Kubeflow TrainJob (Trainer v2), PyTorchJob and JobSet manifests (GPUs, RDMA, /dev/shm, node affinity,
+    optional Kueue queue); warns (refuses with --strict) when checkpoints have no persistent volume."""
+    if kind not in KINDS:
+        raise SpecError(f"--kind must be one of {', '.join(KINDS)} (got {kind!r})")
     layout = dict(tp=tp, pp=pp, cp=cp, ep=ep, vpp=vpp, micro_batch=micro_batch, recompute=recompute, zero=zero,
                   sequence_parallel=sequence_parallel)
     opts = dict(script=script, job_name=job_name, flags=flags, device=device, cpu_procs_per_host=cpu_procs,
                 gpus_per_host=gpus_per_host, checkpoint_dir=checkpoint_dir, ib_hca=ib_hca,
                 socket_ifname=socket_ifname, gid_index=gid_index, traffic_class=traffic_class, image=image,
                 namespace=namespace, queue=queue, topology_label=topology_label, rdma_resource=rdma_resource,
-                checkpoint_pvc=checkpoint_pvc, preempt_grace_s=preempt_grace_s,
+                checkpoint_pvc=checkpoint_pvc, preempt_grace_s=preempt_grace_s, trainjob_runtime=runtime,
+                cluster_queue=cluster_queue, cpu_bind=cpu_bind, strict=strict,
                 preempt_lead_s=max(DeploySpec().preempt_lead_s, preempt_grace_s + 1))
     plan = _plan(cluster, model, layout, dp, gpus, global_batch, precision, from_search, no_predict, tokens,
                  script_args, opts)
-    _emit(render_manifests(plan, kinds[kind]), plan, "k8s", output, json_out, executable=False)
+    if cluster_queue is not None and queue is None:
+        raise SpecError("--cluster-queue needs --queue (the LocalQueue's name)")
+    text = render_manifests(plan, KINDS[kind])
+    if plan.options.checkpoint_pvc is None and plan.options.device == "gpu":
+        typer.echo(f"warning: {NO_PVC_WARNING}", err=True)
+    _emit(text, plan, "k8s", output, json_out, executable=False)
 
 
 def register(app: typer.Typer) -> None:

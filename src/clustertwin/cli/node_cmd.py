@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +13,7 @@ from clustertwin.errors import SpecError
 from clustertwin.ops import bench as bm
 from clustertwin.ops.calibrate import calibration_from_bench, write_calibration
 from clustertwin.ops.check import CheckReport, check_node
-from clustertwin.ops.findings import Finding
+from clustertwin.ops.findings import Finding, worst
 from clustertwin.ops.validate import validate
 from clustertwin.units import GIB, MIB, parse_size
 
@@ -36,7 +36,7 @@ def findings_table(findings: list[Finding], title: str = "findings") -> Any:
 
 def _check_json(r: CheckReport) -> dict[str, Any]:
     return {
-        "host": {**asdict(r.host), "cpu_flags": None},
+        "host": None if r.host is None else {**asdict(r.host), "cpu_flags": None},
         "gpu_source": r.gpu_source, "gpu_source_note": r.gpu_source_note,
         "driver_version": r.driver_version, "cuda_driver_version": r.cuda_driver_version,
         "gpus": [{**asdict(g), "catalog_id": cid} for g, cid in zip(r.gpus, r.gpu_catalog_ids, strict=True)],
@@ -49,25 +49,29 @@ def _check_json(r: CheckReport) -> dict[str, Any]:
         "kernel_log_source": r.kernel_log_source,
         "worst": r.worst,
         "findings": [f.to_dict() for f in r.findings],
+        "diag": None if r.diag is None else {k: v for k, v in asdict(r.diag).items() if k != "findings"},
     }
 
 
 def _print_check(r: CheckReport) -> None:
     h = r.host
-    rows = [["host", f"{h.hostname} ({h.os_name}, kernel {h.kernel})"],
-            ["CPU", f"{h.cpu_model}: {h.sockets} socket(s), {h.physical_cores} cores, {h.logical_cpus} threads"],
-            ["memory", f"{h.memory_total_bytes / GIB:.1f} GiB"],
-            ["container runtime", h.container_runtime],
-            ["torch / CUDA runtime / NCCL", f"{h.torch_version or '-'} / {h.torch_cuda_version or '-'} / "
-                                            f"{h.nccl_version or '-'}"],
-            ["GPU source", r.gpu_source_note],
+    rows = [] if h is None else [
+        ["host", f"{h.hostname} ({h.os_name}, kernel {h.kernel})"],
+        ["CPU", f"{h.cpu_model}: {h.sockets} socket(s), {h.physical_cores} cores, {h.logical_cpus} threads"],
+        ["memory", f"{h.memory_total_bytes / GIB:.1f} GiB"],
+        ["container runtime", h.container_runtime],
+        ["torch / CUDA runtime / NCCL", f"{h.torch_version or '-'} / {h.torch_cuda_version or '-'} / "
+                                        f"{h.nccl_version or '-'}"]]
+    if h is None:
+        rows.append(["host", "not read (--offline: only the given files)"])
+    rows += [["GPU source", r.gpu_source_note],
             ["driver / CUDA (driver)", f"{r.driver_version or '-'} / {r.cuda_driver_version or '-'}"],
             ["kernel log", r.kernel_log_source or "not read"]]
     rows += [[f"NIC {n.name}", f"{'up' if n.is_up else 'down'}, "
               f"{f'{n.speed_gbit_per_s:g} Gbit/s' if n.speed_gbit_per_s else 'speed n/a'}, MTU {n.mtu}"]
-             for n in h.nics]
+             for n in (h.nics if h else [])]
     rows += [[f"disk {d.mountpoint}", f"{d.device} {d.fstype}, {d.total_bytes / GIB:,.0f} GiB "
-              f"({d.free_bytes / GIB:,.0f} free)"] for d in h.disks]
+              f"({d.free_bytes / GIB:,.0f} free)"] for d in (h.disks if h else [])]
     console.print(table("node", ["item", "value"], rows))
     if r.gpus:
         console.print(table("GPUs", ["#", "name", "catalog", "PCIe", "mem GiB", "temp C", "power W", "ECC unc vol",
@@ -81,6 +85,35 @@ def _print_check(r: CheckReport) -> None:
         console.print(table("network ports", ["port", "state", "physical", "rate Gb/s", "link layer"],
                             [[p.name, p.state, p.phys_state, p.rate_gbit_per_s, p.link_layer] for p in r.ib_ports]))
     console.print(findings_table(r.findings))
+    if r.diag is not None:
+        for i, bw in r.diag.h2d.items():
+            console.print(f"GPU {i} host->device {bw['h2d_gb_per_s']:.1f} GB/s, device->host "
+                          f"{bw['d2h_gb_per_s']:.1f} GB/s; memory test "
+                          f"{r.diag.memtest[i]['bytes_tested'] / GIB:.0f} GiB, {r.diag.memtest[i]['mismatches']} bad")
+        for i, st in r.diag.stress.items():
+            console.print(f"GPU {i} stress {st['seconds']:.0f} s: {st['tflops']:.0f} TFLOP/s, max power "
+                          f"{st['power_w_max']} W, min SM clock {st['sm_clock_mhz_min']} MHz, reasons "
+                          f"{','.join(st['throttle_reasons']) or '-'}")
+        if r.diag.dcgmi:
+            bad = [d for d in r.diag.dcgmi if d["status"].lower() in ("fail", "warn")]
+            console.print(f"dcgmi diag: {len(r.diag.dcgmi)} results, {len(bad)} fail/warn")
+        for why in r.diag.skipped:
+            console.print(f"skipped: {why}")
+
+
+def _inventory(directory: Path, json_out: bool) -> None:
+    from clustertwin.ops.inventory import read_inventory
+
+    inv = read_inventory(directory)
+    if json_out:
+        print_json({"nodes": [{"name": n.name, "file": n.file, **n.values} for n in inv.nodes],
+                    "unreadable": inv.unreadable, "findings": [f.to_dict() for f in inv.findings],
+                    "worst": worst(inv.findings)})
+        return
+    keys = list(inv.nodes[0].values)
+    console.print(table(f"inventory {directory} ({len(inv.nodes)} nodes)", ["node", *keys],
+                        [[n.name, *[n.values[k] or "-" for k in keys]] for n in inv.nodes]))
+    console.print(findings_table(inv.findings))
 
 
 @node_app.command("check")
@@ -92,9 +125,19 @@ def check_command(
     ibstat: Path | None = typer.Option(None, "--ibstat", help="Saved 'ibstat' output instead of sysfs."),
     perfquery: list[str] = typer.Option([], "--perfquery", help="HCA=FILE: saved 'perfquery' of that port."),
     offline: bool = typer.Option(False, "--offline", help="Only the saved files given; nothing live."),
+    level: int = typer.Option(1, "--level", min=1, max=3, help="DCGM-style level: 1 deployment checks, 2 + GPU "
+                              "memory test and host<->device bandwidth, 3 + power/clock stress (dcgmi diag -r N)."),
+    stress_s: float = typer.Option(20.0, "--stress-s", min=1.0, max=3600.0, help="Level 3 stress duration, s."),
+    dcgmi_json: Path | None = typer.Option(None, "--dcgmi-json", help="Saved 'dcgmi diag -r N -j' output."),
+    lsmod: Path | None = typer.Option(None, "--lsmod", help="Saved 'lsmod' (or /proc/modules) for peermem."),
+    inventory: Path | None = typer.Option(None, "--inventory", help="Directory of 'node check --json' files of "
+                                          "many nodes: version skew and compatibility across them."),
     json_out: bool = JsonOpt,
 ) -> None:
     """Check drivers, GPUs, topology, Xid events and network ports; every finding with evidence and action."""
+    if inventory is not None:
+        _inventory(inventory, json_out)
+        return
     pq: dict[str, Path] = {}
     for item in perfquery:
         hca, sep, file = item.partition("=")
@@ -102,7 +145,8 @@ def check_command(
             raise SpecError(f"--perfquery expects HCA=FILE (got '{item}')")
         pq[hca] = Path(file)
     r = check_node(smi_q=smi_q, topo=topo, kernel_log=kernel_log, ibstat=ibstat, perfquery=pq,
-                   expect_node=node, live=not offline)
+                   expect_node=node, live=not offline, modules=lsmod, level=level, dcgmi_json=dcgmi_json,
+                   stress_s=stress_s)
     if json_out:
         print_json(_check_json(r))
     else:
@@ -123,6 +167,7 @@ def bench_command(
     storage_mib: int = typer.Option(1024, "--storage-mib", help="Storage test file size, MiB."),
     iodepth: int = typer.Option(16, "--iodepth", help="Random-read threads."),
     ssd: str | None = typer.Option(None, "--ssd", help="Catalog SSD id to compare storage with."),
+    storage_tool: str = typer.Option("auto", "--storage-tool", help="fio, python, or auto (fio when installed)."),
     skip: list[str] = typer.Option([], "--skip", help="Skip parts: gemm, memory, collectives."),
     calibration_out: Path | None = typer.Option(None, "--calibration-out", help="Write a Calibration YAML here."),
     json_out: bool = JsonOpt,
@@ -145,7 +190,10 @@ def bench_command(
         report.gemm, sk = bm.gemm(precision or None, gemm_n)
         report.skipped += sk
     if "memory" not in skip:
+        from clustertwin.ops.bench_io import stream_triad
+
         report.memory.append(bm.host_memory_bandwidth(memory_mib * MIB, cpu))
+        report.memory.append(stream_triad(max(3, memory_mib) * MIB, cpu))
         dev, reason = bm.device_memory_bandwidth()
         if dev is not None:
             report.memory.append(dev)
@@ -159,8 +207,18 @@ def bench_command(
             raise SpecError("--min-bytes needs --max-bytes")
         report.collectives, sk = bm.collectives(ops, sizes, nprocs)
         report.skipped += sk
+    if storage_tool not in ("auto", "fio", "python"):
+        raise SpecError(f"--storage-tool takes auto, fio or python (got '{storage_tool}')")
     if storage is not None:
-        report.storage = bm.storage(storage, storage_mib * MIB, iodepth, ssd)
+        from clustertwin.ops.bench_io import fio_storage, fio_version
+
+        if storage_tool == "fio" or (storage_tool == "auto" and fio_version() is not None):
+            report.storage = fio_storage(storage, storage_mib * MIB, iodepth, ssd)
+        else:
+            report.storage = bm.storage(storage, storage_mib * MIB, iodepth, ssd)
+            if storage_tool == "python":
+                report.storage = replace(report.storage, tool="python (os.write/readv, preadv threads; "
+                                                              "--storage-tool python)")
     cal = calibration_from_bench(report)
     if calibration_out is not None:
         write_calibration(cal, str(calibration_out))
@@ -180,17 +238,17 @@ def bench_command(
                             [[g.precision, g.n, g.tflops, g.peak_tflops, g.pct_of_peak, g.peak_source]
                              for g in report.gemm]))
     if report.memory:
-        console.print(table("memory bandwidth (copy: read + write)", ["where", "bytes", "GB/s", "peak GB/s",
-                                                                      "% of peak", "peak source"],
-                            [[m.where, m.bytes_per_copy, m.gb_per_s, m.peak_gb_per_s, m.pct_of_peak, m.peak_source]
-                             for m in report.memory]))
+        console.print(table("memory bandwidth", ["where", "tool", "bytes", "GB/s", "peak GB/s",
+                                                 "% of peak", "peak source"],
+                            [[m.where, m.tool, m.bytes_per_copy, m.gb_per_s, m.peak_gb_per_s, m.pct_of_peak,
+                              m.peak_source] for m in report.memory]))
     for c in report.collectives:
         console.print(bm.format_nccl_tests(c), markup=False, highlight=False, soft_wrap=True)
     if report.storage:
         st = report.storage
         exp = st.expected
         console.print(table(f"storage {st.path} ({st.file_bytes / MIB:.0f} MiB file, "
-                            f"{'O_DIRECT' if st.direct_io else 'page cache dropped'})",
+                            f"{'O_DIRECT' if st.direct_io else 'page cache dropped'}; {st.tool})",
                             ["test", "measured", "catalog", "% of catalog"],
                             [["seq write GB/s", st.seq_write_gb_per_s, exp.get("seq_write_gb_per_s"),
                               _pct(st.seq_write_gb_per_s, exp.get("seq_write_gb_per_s"))],

@@ -13,6 +13,12 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from clustertwin.deploy.prediction import (  # noqa: F401 (re-exported)
+    CHINCHILLA_TOKENS_PER_PARAM,
+    Prediction,
+    layout_from_search,
+    predict,
+)
 from clustertwin.errors import SpecError
 from clustertwin.specs.base import PositiveInt, Spec
 from clustertwin.specs.cluster import ClusterSpec
@@ -27,23 +33,24 @@ DEFAULT_RDZV_PORT = 29500
 """torchrun's conventional c10d rendezvous port."""
 DEFAULT_PREEMPT_LEAD_S = 300
 """Seconds before the time limit (or preemption) at which Slurm signals the job to checkpoint."""
+DEFAULT_SWITCH_WAIT = "00:10:00"
+"""How long a job may wait for an allocation within the fewest leaf switches (``--switches=N@wait``) before
+Slurm places it anywhere; Slurm caps it at SchedulerParameters=max_switch_wait (default 300 s)."""
 DEFAULT_PREEMPT_GRACE_S = 240
 """Seconds the training processes get to checkpoint after the signal before the job step is terminated."""
-CHINCHILLA_TOKENS_PER_PARAM = 20
-"""Compute-optimal training tokens per parameter (Hoffmann et al. 2022), the default token budget of the
-time-to-train line when none is given."""
 K8S_NAME_MAX = 40
 """Longest Kubernetes object name we emit: JobSet pod hostnames are ``<name>-<rjob>-<i>-<j>``, which must
 fit a 63-character DNS label."""
 SLURM_JOB_NAME_MAX = 64
 """Longest Slurm job name we emit (longer names are legal but truncated by squeue's default columns)."""
 
-LayoutFlags = Literal["megatron", "torchtitan", "none"]
+LayoutFlags = Literal["megatron", "nemo", "torchtitan", "none"]
 Device = Literal["gpu", "cpu"]
 
 _SLURM_WORD = re.compile(r"^[A-Za-z0-9_.+-]+(,[A-Za-z0-9_.+-]+)*$")
 _SLURM_TIME = re.compile(r"^(\d+-\d{1,2}(:\d{2}){0,2}|\d+(:\d{2}){0,2})$")
 _SAFE_PATH = re.compile(r"^[A-Za-z0-9_./%-]+$")
+_MOUNTS = re.compile(r"[A-Za-z0-9_./-]+:[A-Za-z0-9_./-]+(:ro|:rw)?(,[A-Za-z0-9_./-]+:[A-Za-z0-9_./-]+(:ro|:rw)?)*")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _K8S_RESOURCE = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
@@ -105,7 +112,23 @@ class DeploySpec(Spec):
     job_name: str = "clustertwin-train"
     """Job name (sanitised for #SBATCH and Kubernetes names; kept verbatim in a Kubernetes annotation)."""
     flags: LayoutFlags = "megatron"
-    """Layout flags to pass the script: Megatron-LM, torchtitan, or none."""
+    """Layout and architecture flags to pass the script: Megatron-LM, NeMo/Megatron-Bridge, torchtitan, or none."""
+    strict: bool = False
+    """Refuse instead of warn: a ZeRO stage the framework lacks, checkpoints without a persistent volume."""
+    container_image: str | None = None
+    """Slurm: run the job step in this image with pyxis/enroot (``srun --container-image``)."""
+    container_mounts: str | None = None
+    """Slurm: pyxis ``--container-mounts`` (SRC:DST[,SRC:DST...]); the working directory is always mounted."""
+    switch_wait: str = DEFAULT_SWITCH_WAIT
+    """Slurm: the longest wait for the fewest leaf switches (``--switches=N@wait``)."""
+    cpu_bind: Literal["numa", "none"] = "none"
+    """numa: each rank on the cores of its GPU's NUMA node (torchrun ``--numa-binding=node``, torch 2.8+);
+    none: the kernel places the ranks. Either way the one torchrun task per host runs ``srun --cpu-bind=none``
+    (Slurm's task binding would confine all ranks of the host to one task's mask)."""
+    trainjob_runtime: str = "torch-distributed"
+    """Kubeflow Trainer v2 ClusterTrainingRuntime that a TrainJob refers to."""
+    cluster_queue: str | None = None
+    """Kueue ClusterQueue: with ``queue``, also emit the LocalQueue that points at it."""
     device: Device = "gpu"
     """gpu (NCCL) or cpu (gloo; no GPUs requested, for tests and dry runs)."""
     cpu_procs_per_host: PositiveInt = 2
@@ -166,7 +189,7 @@ class DeploySpec(Spec):
             raise ValueError(f"{v!r} is not a Slurm name (letters, digits, '_.+-', comma-separated)")
         return v
 
-    @field_validator("time_limit")
+    @field_validator("time_limit", "switch_wait")
     @classmethod
     def _time(cls, v: str) -> str:
         if not _SLURM_TIME.fullmatch(v):
@@ -187,7 +210,7 @@ class DeploySpec(Spec):
             raise ValueError(f"{v!r} is not a Kubernetes name (lower-case letters, digits, '-')")
         return v
 
-    @field_validator("queue")
+    @field_validator("queue", "cluster_queue", "trainjob_runtime")
     @classmethod
     def _queue(cls, v: str | None) -> str | None:
         if v is not None and not (_DNS_LABEL.fullmatch(v) and len(v) <= 63):
@@ -208,9 +231,18 @@ class DeploySpec(Spec):
             raise ValueError(f"{v!r} is not a Kubernetes resource name")
         return v
 
-    @field_validator("script", "checkpoint_dir", "image")
+    @field_validator("container_mounts")
     @classmethod
-    def _nonempty(cls, v: str) -> str:
+    def _mounts(cls, v: str | None) -> str | None:
+        if v is not None and not _MOUNTS.fullmatch(v):
+            raise ValueError(f"{v!r}: expected SRC:DST[:ro][,SRC:DST...] with letters, digits and '_./-'")
+        return v
+
+    @field_validator("script", "checkpoint_dir", "image", "container_image")
+    @classmethod
+    def _nonempty(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
         if not v.strip():
             raise ValueError("must not be empty")
         if v.startswith("-"):
@@ -238,65 +270,6 @@ class DeploySpec(Spec):
 
 
 @dataclass(frozen=True)
-class Prediction:
-    """The twin's prediction for the header comment (from ``train.estimate``)."""
-
-    step_time_s: float
-    mfu: float
-    tokens_per_s: float
-    memory_gib_per_gpu: float
-    memory_capacity_gib: float
-    fits: bool
-    tokens: float
-    days: float
-    gpu_hours: float
-    source: str
-    """Where the layout came from: 'given layout' or 'train search: best of N fitting layouts'."""
-
-    def lines(self) -> list[str]:
-        """Header lines, plain text."""
-        fit = "fits" if self.fits else "DOES NOT FIT"
-        hours = self.days * DAY_S / HOUR_S
-        return [
-            f"predicted by the twin ({self.source}):",
-            f"  step time {self.step_time_s:.3f} s, MFU {self.mfu * 100:.1f}%, {self.tokens_per_s:,.0f} tokens/s",
-            f"  memory {self.memory_gib_per_gpu:.1f} GiB per GPU of {self.memory_capacity_gib:.1f} GiB ({fit})",
-            f"  time to train {human_count(self.tokens)} tokens: {self.days:.1f} days ({hours:,.0f} h), "
-            f"{self.gpu_hours:,.0f} GPU-hours",
-        ]
-
-
-def predict(model: ModelSpec, cluster: ClusterSpec, parallelism: ParallelismSpec, tokens: float | None = None,
-            source: str = "given layout") -> Prediction:
-    """Step time, memory and time-to-train of ``parallelism`` from the training model."""
-    from clustertwin.train.estimate import estimate
-    from clustertwin.train.flops import param_count
-    from clustertwin.train.scale import time_to_train
-
-    est = estimate(model, cluster, parallelism)
-    budget = tokens if tokens is not None else CHINCHILLA_TOKENS_PER_PARAM * param_count(model)
-    ttt = time_to_train(est, budget, cluster)
-    return Prediction(step_time_s=est.step_time_s, mfu=est.mfu, tokens_per_s=est.tokens_per_s,
-                      memory_gib_per_gpu=est.memory.total_gib, memory_capacity_gib=est.memory.capacity_gib,
-                      fits=est.fits, tokens=budget, days=ttt.days, gpu_hours=ttt.gpu_hours, source=source)
-
-
-def layout_from_search(model: ModelSpec, cluster: ClusterSpec, *, global_batch: int, gpus: int | None = None,
-                       precision: str = "bf16", fixed: dict | None = None) -> tuple[ParallelismSpec, str]:
-    """The fastest fitting layout of ``train search`` as a ParallelismSpec, and a line saying so."""
-    from clustertwin.train.search import search
-
-    res = search(model, cluster, global_batch=global_batch, gpus=gpus, precision=precision, fixed=fixed, top=1)
-    best = res.best
-    if best is None:
-        reasons = "; ".join(f"{k}: {v}" for k, v in sorted(res.rejected.items(), key=lambda kv: -kv[1])[:3])
-        raise SpecError(f"train search found no layout of {res.gpus} GPUs that fits ({reasons or 'none valid'})")
-    lay = dict(best.layout)
-    par = ParallelismSpec(**lay, global_batch=global_batch, precision=precision)  # type: ignore[arg-type]
-    return par, f"train search: best of {res.fitting} fitting layouts"
-
-
-@dataclass(frozen=True)
 class JobPlan:
     """Hosts and processes of one job, shared by the Slurm and Kubernetes renderers."""
 
@@ -315,6 +288,8 @@ class JobPlan:
     """Layout flags for the training script (before ``script_args``)."""
     launcher_env: tuple[tuple[str, str, str], ...] = field(default=())
     """(name, value, why) of variables the layout flags need (CUDA_DEVICE_MAX_CONNECTIONS ...)."""
+    warnings: tuple[str, ...] = field(default=())
+    """What the job does differently from the layout asked for (a ZeRO stage the framework lacks ...)."""
 
     @property
     def world_size(self) -> int:
@@ -345,6 +320,7 @@ class JobPlan:
             f"model {self.model_name} on cluster {self.cluster_name}: {shape}",
             f"layout: {self.layout_line()}",
         ]
+        lines += [f"warning: {w}" for w in self.warnings]
         if self.prediction is not None:
             lines += self.prediction.lines()
         return [comment_safe(x) for x in lines]
@@ -367,10 +343,14 @@ def _gpus_per_host(cluster: ClusterSpec, options: DeploySpec) -> int:
 
 def plan_job(cluster: ClusterSpec, model: ModelSpec, parallelism: ParallelismSpec, options: DeploySpec,
              prediction: Prediction | None = None) -> JobPlan:
-    """Hosts, processes per host and layout flags of ``parallelism`` on ``cluster``."""
-    from clustertwin.deploy.layout_flags import layout_args
+    """Hosts, processes per host and layout flags of ``parallelism`` on ``cluster``: the layout the framework
+    runs (:func:`framework_layout`), which ``prediction``, when given, must have been made for."""
+    from clustertwin.deploy.layout_flags import framework_layout, layout_args
 
-    p = parallelism
+    p, warnings = framework_layout(options.flags, parallelism, options.strict)
+    if prediction is not None and prediction.parallelism is not None and prediction.parallelism != p:
+        raise SpecError("the prediction was made for a different layout than the job runs "
+                        f"({prediction.parallelism.zero=} vs {p.zero=}); predict the framework's layout")
     gph = _gpus_per_host(cluster, options)
     cluster_hosts = cluster.nodes * (cluster.node.gpus // gph)
     if options.device == "cpu":
@@ -403,4 +383,4 @@ def plan_job(cluster: ClusterSpec, model: ModelSpec, parallelism: ParallelismSpe
     args, env = layout_args(options.flags, model, p, options.checkpoint_dir)
     return JobPlan(cluster=cluster, model=model, parallelism=p, options=options, hosts=hosts,
                    procs_per_host=procs, gpus_per_host=gpus, cpus_per_host=cores, prediction=prediction,
-                   layout_args=tuple(args), launcher_env=tuple(env))
+                   layout_args=tuple(args), launcher_env=tuple(env), warnings=tuple(warnings))

@@ -1,5 +1,8 @@
-"""Kubernetes manifests for a multi-node torchrun job (``clustertwin deploy k8s``): a Kubeflow
-``PyTorchJob`` (``kubeflow.org/v1``, training-operator) and a ``JobSet`` (``jobset.x-k8s.io/v1alpha2``).
+"""Kubernetes manifests for a multi-node torchrun job (``clustertwin deploy k8s``): a Kubeflow Trainer v2
+``TrainJob`` (``trainer.kubeflow.org/v1alpha1``, on a ClusterTrainingRuntime such as ``torch-distributed``), a
+Kubeflow ``PyTorchJob`` (``kubeflow.org/v1``, training-operator v1, removed from its main branch in Feb 2025 but
+still deployed), a ``JobSet`` (``jobset.x-k8s.io/v1alpha2``) and optionally the Kueue ``LocalQueue``
+(``kueue.x-k8s.io/v1beta1``) the job is queued in. Tests validate every document against the projects' CRD schemas.
 
 Pods request whole GPU servers (``nvidia.com/gpu`` or ``amd.com/gpu``) and, on RDMA fabrics, an RDMA
 device resource, ``IPC_LOCK`` and the host network; ``/dev/shm`` is a memory-backed volume; node
@@ -19,6 +22,7 @@ import yaml
 
 from clustertwin.deploy.job import DeploySpec, JobPlan, Prediction, comment_safe, k8s_name, plan_job
 from clustertwin.deploy.slurm import job_env
+from clustertwin.errors import SpecError
 from clustertwin.specs.cluster import ClusterSpec
 from clustertwin.specs.model import ModelSpec
 from clustertwin.specs.parallelism import ParallelismSpec
@@ -38,6 +42,18 @@ KUEUE_PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
 GPU_RESOURCE = {"nvidia": "nvidia.com/gpu", "amd": "amd.com/gpu"}
 COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 RDMA_FABRICS = ("infiniband", "roce", "omnipath")
+TRAINER_API = "trainer.kubeflow.org"
+TRAINER_CONTAINER = "node"
+"""Container (and replicated job) name of Trainer v2's torch runtimes."""
+PATCH_MANAGER = "clustertwin.io/deploy"
+KINDS: dict[str, tuple[str, ...]] = {
+    "trainjob": ("trainjob",), "pytorchjob": ("pytorchjob",), "jobset": ("jobset",),
+    "both": ("pytorchjob", "jobset"), "all": ("trainjob", "pytorchjob", "jobset"),
+}
+PYTORCHJOB_NOTE = ("note: PyTorchJob (kubeflow.org/v1) needs training-operator v1, removed from its main branch in "
+                   "Feb 2025; Kubeflow Trainer v2 runs a TrainJob (--kind trainjob)")
+NO_PVC_WARNING = ("no --checkpoint-pvc: checkpoints are written inside the container and lost when the pod ends "
+                  "(give a ReadWriteMany PersistentVolumeClaim)")
 
 
 def k8s_literal(text: str) -> str:
@@ -131,6 +147,13 @@ def _pod_template(plan: JobPlan, name: str, command: list[str], restart_policy: 
     return {"metadata": metadata, "spec": spec}
 
 
+def _torchrun(plan: JobPlan) -> list[str]:
+    """torchrun and its binding option (``--numa-binding=node``, torch 2.8+, for GPU jobs)."""
+    if plan.options.device == "gpu" and plan.options.cpu_bind == "numa":
+        return ["torchrun", "--numa-binding=node"]
+    return ["torchrun"]
+
+
 def _script_command(plan: JobPlan) -> list[str]:
     """Script and its arguments, escaped for Kubernetes' ``$(VAR)`` expansion."""
     return [k8s_literal(c) for c in (plan.options.script, *plan.layout_args, *plan.options.script_args)]
@@ -140,7 +163,7 @@ def pytorchjob(plan: JobPlan) -> dict[str, Any]:
     """Kubeflow PyTorchJob: one Master and hosts-1 Workers; the training-operator sets ``PET_*`` variables
     (nnodes, node rank, master address) that torchrun reads."""
     name = k8s_name(plan.options.job_name)
-    command = ["torchrun", *_script_command(plan)]
+    command = [*_torchrun(plan), *_script_command(plan)]
     template = _pod_template(plan, name, command, "OnFailure", [])
     replicas: dict[str, Any] = {"Master": {"replicas": 1, "restartPolicy": "OnFailure", "template": template}}
     if plan.hosts > 1:
@@ -164,7 +187,7 @@ def jobset(plan: JobPlan) -> dict[str, Any]:
     name = k8s_name(plan.options.job_name)
     head = f"{name}-{RJOB}-0-0.{name}"
     command = [
-        "torchrun",
+        *_torchrun(plan),
         f"--nnodes={plan.hosts}",
         f"--nproc_per_node={plan.procs_per_host}",
         "--node_rank=$(NODE_RANK)",
@@ -196,13 +219,61 @@ def jobset(plan: JobPlan) -> dict[str, Any]:
     }
 
 
+def trainjob(plan: JobPlan) -> dict[str, Any]:
+    """Kubeflow Trainer v2 TrainJob on a ClusterTrainingRuntime: the runtime's torch plugin sets the ``PET_*``
+    variables torchrun reads; the pod parts a runtime does not know (volumes, tolerations, affinity, grace
+    period, IPC_LOCK) go in a ``runtimePatches`` entry. Trainer's patches cannot set ``hostNetwork``: RDMA pods
+    need a runtime that sets it, or SR-IOV/Multus networking."""
+    name = k8s_name(plan.options.job_name)
+    pod = _pod_template(plan, name, [*_torchrun(plan), *_script_command(plan)], "Never", [])
+    spec, c = pod["spec"], pod["spec"]["containers"][0]
+    patch_container: dict[str, Any] = {"name": TRAINER_CONTAINER, "volumeMounts": c["volumeMounts"]}
+    if "securityContext" in c:
+        patch_container["securityContext"] = c["securityContext"]
+    pod_patch: dict[str, Any] = {k: spec[k] for k in ("terminationGracePeriodSeconds", "tolerations", "affinity",
+                                                       "volumes") if k in spec}
+    pod_patch["containers"] = [patch_container]
+    return {
+        "apiVersion": f"{TRAINER_API}/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": _metadata(plan, name),
+        "spec": {
+            "runtimeRef": {"name": plan.options.trainjob_runtime, "apiGroup": TRAINER_API,
+                           "kind": "ClusterTrainingRuntime"},
+            "trainer": {"image": c["image"], "command": c["command"], "env": c["env"],
+                        "numNodes": plan.hosts, "numProcPerNode": plan.procs_per_host,
+                        "resourcesPerNode": c["resources"]},
+            "runtimePatches": [{"manager": PATCH_MANAGER, "trainingRuntimeSpec": {"template": {"spec": {
+                "replicatedJobs": [{"name": RJOB, "template": {"spec": {"template": {"spec": pod_patch}}}}]}}}}],
+        },
+    }
+
+
+def localqueue(plan: JobPlan) -> dict[str, Any]:
+    """Kueue LocalQueue ``queue`` in the job's namespace, feeding ClusterQueue ``cluster_queue``."""
+    o = plan.options
+    return {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue",
+            "metadata": {"name": o.queue, "namespace": o.namespace},
+            "spec": {"clusterQueue": o.cluster_queue}}
+
+
 def render_manifests(plan: JobPlan, kinds: tuple[str, ...] = ("pytorchjob", "jobset")) -> str:
-    """The chosen manifests as one multi-document YAML stream, with a header comment."""
-    builders = {"pytorchjob": pytorchjob, "jobset": jobset}
+    """The chosen manifests (and the LocalQueue when a ClusterQueue is given) as one multi-document YAML
+    stream, with a header comment. Without a checkpoint PVC the header warns; ``strict`` refuses."""
+    o = plan.options
+    warnings = list(plan.warnings)
+    if o.checkpoint_pvc is None and o.device == "gpu":
+        if o.strict:
+            raise SpecError(f"{NO_PVC_WARNING}; --strict refuses it", path=("checkpoint_pvc",))
+        warnings.append(NO_PVC_WARNING)
+    builders = {"trainjob": trainjob, "pytorchjob": pytorchjob, "jobset": jobset}
     docs = [builders[k](plan) for k in kinds]
+    if o.queue is not None and o.cluster_queue is not None:
+        docs.insert(0, localqueue(plan))
+    notes = [PYTORCHJOB_NOTE] if "pytorchjob" in kinds else []
     header = "".join(f"# {comment_safe(line)}\n" for line in
                      ["Generated by clustertwin deploy k8s; apply with: kubectl apply -f <this file>",
-                      *plan.header_lines()])
+                      *plan.header_lines(), *[f"warning: {w}" for w in warnings[len(plan.warnings):]], *notes])
     body = yaml.safe_dump_all(docs, sort_keys=False, default_flow_style=False, width=120, allow_unicode=False)
     return header + body
 

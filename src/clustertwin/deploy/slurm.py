@@ -3,8 +3,11 @@
 One task per host runs torchrun, which starts one process per GPU; the c10d rendezvous runs on the first
 host of the allocation (``scontrol show hostnames``). The script requests whole nodes (``--exclusive``),
 requeues after node failures (``--requeue``) and checkpoints before the time limit or a preemption
-(``--signal=B:USR1@lead``, see the template). Every user string reaches the shell through
-``shlex.quote``; ``#SBATCH`` values are validated or sanitised (``DeploySpec``).
+(``--signal=B:USR1@lead``, see the template). It asks for the fewest leaf switches the topology allows
+(``--switches=N@wait``, N from :meth:`Topology.span`), runs the step in a container image with pyxis/enroot
+when one is given (``--container-image``) and can bind each rank to its GPU's NUMA node (torchrun
+``--numa-binding=node``). Every user string reaches the shell through ``shlex.quote``; ``#SBATCH`` values are
+validated or sanitised (``DeploySpec``).
 """
 
 from __future__ import annotations
@@ -71,12 +74,40 @@ def job_env(plan: JobPlan) -> list[EnvVar]:
     return env
 
 
+def leaf_switches(plan: JobPlan) -> int | None:
+    """Leaf switches (per rail) that ``plan.hosts`` consecutive nodes span in the cluster's topology; None when
+    the cluster has no scale-out switches (a single node) or the job uses one host."""
+    from clustertwin.topology import build
+
+    if plan.hosts <= 1:
+        return None
+    topo = build(plan.cluster)
+    hosts_per_node = max(1, plan.cluster.node.gpus // max(1, plan.gpus_per_host or plan.cluster.node.gpus))
+    nodes = min(topo.nodes, -(-plan.hosts // hosts_per_node))
+    span = topo.span(nodes)
+    return span.leaves or None
+
+
+def srun_options(plan: JobPlan) -> list[str]:
+    """Options of the ``srun`` that starts one torchrun per host (already shell-safe)."""
+    o = plan.options
+    opts = ["--kill-on-bad-exit=1", "--ntasks-per-node=1", "--cpu-bind=none"]
+    if o.container_image is not None:
+        mounts = '"$PWD:$PWD"' + ("" if o.container_mounts is None else "," + shlex.quote(o.container_mounts))
+        opts += [f"--container-image={shlex.quote(o.container_image)}", f"--container-mounts={mounts}",
+                 '--container-workdir="$PWD"']
+    return opts
+
+
 def render_sbatch(plan: JobPlan) -> str:
     """The sbatch script of ``plan``."""
     o = plan.options
     fabric = plan.cluster.fabric
     directives = [f"--{k}={v}" for k, v in (("partition", o.partition), ("account", o.account), ("qos", o.qos))
                   if v is not None]
+    leaves = leaf_switches(plan)
+    if leaves is not None:
+        directives.append(f"--switches={leaves}@{o.switch_wait}")
     env = job_env(plan)
     omp = max(1, (plan.cpus_per_host or plan.procs_per_host) // plan.procs_per_host)
     args = [*plan.layout_args, *o.script_args]
@@ -99,6 +130,8 @@ def render_sbatch(plan: JobPlan) -> str:
         env=[EnvVar(v.name, shell_value(v.value), comment_safe(v.why)) for v in env],
         checkpoint_dir=shlex.quote(o.checkpoint_dir),
         procs_per_host=plan.procs_per_host,
+        srun_options=srun_options(plan),
+        torchrun_options=["--numa-binding=node"] if o.device == "gpu" and o.cpu_bind == "numa" else [],
         script=shlex.quote(o.script),
         arg_lines=arg_lines(args, o.checkpoint_dir),
     )

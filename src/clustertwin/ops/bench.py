@@ -99,6 +99,8 @@ class MemoryBandwidthResult:
     gb_per_s: float
     peak_gb_per_s: float | None
     peak_source: str
+    tool: str = "numpy copyto, 1 thread"
+    """What measured it (kernel and threads)."""
 
     @property
     def pct_of_peak(self) -> float | None:
@@ -149,6 +151,8 @@ class StorageResult:
     direct_io: bool
     expected: dict[str, float] = field(default_factory=dict)
     """Catalog figures of the named SSD (seq_read_gb_per_s, seq_write_gb_per_s, rand_read_iops)."""
+    tool: str = "python (os.write/readv, preadv threads; fallback: fio not installed)"
+    """What measured it: fio (with its version and engine) or the Python fallback."""
 
 
 @dataclass

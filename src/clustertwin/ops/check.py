@@ -15,7 +15,8 @@ from pathlib import Path
 from clustertwin import catalog
 from clustertwin.errors import SpecError
 from clustertwin.ops import ib as ibmod
-from clustertwin.ops.compat import compat_findings
+from clustertwin.ops.compat import accelerator_findings, stack_findings
+from clustertwin.ops.diag import STRESS_S, DiagResult, gpu_levels, parse_dcgmi_json, run_dcgmi
 from clustertwin.ops.findings import Evidence, Finding, FindingList, sort_findings, worst
 from clustertwin.ops.gpu import HARMLESS_THROTTLE, GpuInfo, catalog_gpu_id
 from clustertwin.ops.host import HostInfo, host_info
@@ -23,7 +24,7 @@ from clustertwin.ops.nvml import NvmlBackend, NvmlUnavailable
 from clustertwin.ops.smi import parse_nvidia_smi_q, parse_nvlink_status, run_nvidia_smi
 from clustertwin.ops.topo import TopoMatrix, parse_topo_matrix, topo_findings
 from clustertwin.ops.xid import XidEvent, count_malformed_xid, parse_kernel_log, xid_findings
-from clustertwin.units import GB
+from clustertwin.units import GB, pcie_x16_gb_per_s
 
 MEMORY_MATCH_FRACTION = 0.9
 """A GPU reporting less than this fraction of its catalog memory is a different SKU (or partitioned)."""
@@ -48,7 +49,8 @@ def read_text(path: str | Path) -> str:
 class CheckReport:
     """Everything ``node check`` found."""
 
-    host: HostInfo
+    host: HostInfo | None
+    """Live host facts; None with ``live=False`` (only the given files are read)."""
     gpu_source: str | None
     """nvml, nvidia-smi, a file name, or None when no GPU source worked."""
     gpu_source_note: str
@@ -61,6 +63,8 @@ class CheckReport:
     xid_events: list[XidEvent]
     kernel_log_source: str | None
     findings: list[Finding] = field(default_factory=list)
+    diag: DiagResult | None = None
+    """DCGM-style level 2/3 GPU tests and dcgmi diag results (``level`` > 1 or a saved dcgmi file)."""
 
     @property
     def worst(self) -> str | None:
@@ -140,12 +144,101 @@ def gpu_findings(gpus: list[GpuInfo], source: str) -> list[Finding]:
         if g.temperature_c is not None and g.temperature_c >= TEMP_WARN_C:
             fl.add("warning", "GPU_HOT", f"{subj}: {g.temperature_c:.0f} °C", "check cooling for this GPU's "
                    "position in the chassis", ev(f"temperature {g.temperature_c:.0f} C"), subj)
+        if g.reset_required:
+            fl.add("critical", "GPU_RESET_REQUIRED", f"{subj}: the driver reports Reset Required", "drain the node "
+                   "and reset the GPU (nvidia-smi -r -i N) or reboot; it fails CUDA work until then",
+                   ev("GPU Reset Status: Reset Required: Yes"), subj)
+        elif g.drain_and_reset_recommended:
+            fl.add("error", "GPU_DRAIN_AND_RESET", f"{subj}: the driver recommends drain and reset", "let running "
+                   "jobs finish, drain the node, reset the GPU; it runs degraded until then",
+                   ev("GPU Reset Status: Drain and Reset Recommended: Yes"), subj)
+        if g.fabric_state is not None and g.fabric_state != "Not Supported":
+            if g.fabric_state != "Completed":
+                fl.add("error", "FABRIC_NOT_READY", f"{subj}: NVLink fabric registration {g.fabric_state}",
+                       "start/restart nvidia-fabricmanager (systemctl status nvidia-fabricmanager) and check its log; "
+                       "CUDA and NCCL NVLS fail on this GPU until the fabric completes",
+                       ev(f"Fabric State {g.fabric_state}, Status {g.fabric_status or 'N/A'}"), subj)
+            elif g.fabric_status not in (None, "Success"):
+                fl.add("error", "FABRIC_FAILED", f"{subj}: NVLink fabric registration failed ({g.fabric_status})",
+                       "check the Fabric Manager log and the NVSwitch trays; reset the GPU",
+                       ev(f"Fabric State Completed, Status {g.fabric_status}"), subj)
+            elif g.fabric_bandwidth == "Degraded":
+                fl.add("error", "FABRIC_DEGRADED", f"{subj}: NVLink fabric bandwidth degraded", "an NVSwitch "
+                       "link or tray is down: check 'nvidia-smi nvlink -s' and the Fabric Manager log; drain the "
+                       "NVLink domain for service", ev("Fabric Health Bandwidth: Degraded"), subj)
+        if g.persistence_mode is False:
+            fl.add("warning", "PERSISTENCE_MODE_OFF", f"{subj}: persistence mode disabled", "enable it "
+                   "(nvidia-persistenced, or nvidia-smi -pm 1): without it the driver re-initialises the GPU for "
+                   "every job (seconds of start-up, lost ECC/clock state)", ev("Persistence Mode: Disabled"), subj)
+        if g.mig_current:
+            fl.add("warning", "MIG_ENABLED", f"{subj}: MIG mode enabled", "a training job sees MIG slices, not the "
+                   "whole GPU (no NVLink, a fraction of memory); disable MIG (nvidia-smi -mig 0, then reset) unless "
+                   "the node serves MIG partitions", ev("MIG Mode Current: Enabled"), subj)
+        if g.mig_pending is not None and g.mig_current is not None and g.mig_pending != g.mig_current:
+            fl.add("warning", "MIG_CHANGE_PENDING", f"{subj}: MIG mode change pending a GPU reset",
+                   "reset the GPU at the next job boundary to apply it",
+                   ev(f"MIG Mode Current {'Enabled' if g.mig_current else 'Disabled'}, Pending "
+                      f"{'Enabled' if g.mig_pending else 'Disabled'}"), subj)
         if g.nvlink_active and any(g.nvlink_active) and not all(g.nvlink_active):
             down = [i for i, a in enumerate(g.nvlink_active) if not a]
             fl.add("error", "NVLINK_DOWN", f"{subj}: NVLink(s) {down} inactive of {len(g.nvlink_active)}",
                    "reset the GPU; check Fabric Manager; RMA if links stay down",
                    ev(f"inactive links {down}"), subj)
     return fl.items
+
+
+FABRIC_MANAGER_UNIT = "nvidia-fabricmanager"
+PEERMEM_MODULE = "nvidia_peermem"
+"""Kernel module for GPUDirect RDMA with MLNX_OFED/inbox verbs (NCCL's net plugin uses dma-buf on newer kernels
+and drivers, so it is a warning, not an error)."""
+
+
+def _loaded_modules(modules: Path | None, live: bool) -> set[str] | None:
+    """Kernel modules from a saved ``lsmod``/``/proc/modules`` file, or the live /proc/modules; None if neither."""
+    if modules is not None:
+        text = read_text(modules)
+    elif live and Path("/proc/modules").exists():
+        text = Path("/proc/modules").read_text(encoding="utf-8", errors="replace")
+    else:
+        return None
+    return {ln.split()[0] for ln in text.splitlines() if ln.strip() and not ln.startswith("Module ")}
+
+
+def _unit_active(unit: str) -> str | None:
+    exe = shutil.which("systemctl")
+    if exe is None:
+        return None
+    try:
+        proc = subprocess.run([exe, "is-active", unit], capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout.strip() or None
+
+
+def service_findings(gpus: list[GpuInfo], *, ports_present: bool, modules: Path | None,
+                     live: bool) -> list[Finding]:
+    """Fabric Manager on NVSwitch systems (live: ``systemctl is-active``) and nvidia-peermem for GPUDirect RDMA
+    (live /proc/modules or a saved ``lsmod``)."""
+    out: list[Finding] = []
+    if not gpus:
+        return out
+    nvswitch = any(g.fabric_state not in (None, "Not Supported") for g in gpus)
+    if nvswitch and live:
+        state = _unit_active(FABRIC_MANAGER_UNIT)
+        if state is not None and state != "active":
+            out.append(Finding("error", "FABRIC_MANAGER_DOWN", f"{FABRIC_MANAGER_UNIT} is {state} on an NVSwitch "
+                               "system", (Evidence("systemctl is-active", None, f"{FABRIC_MANAGER_UNIT}: {state}"),),
+                               f"systemctl enable --now {FABRIC_MANAGER_UNIT} (its version must match the driver); "
+                               "without it CUDA cannot use the NVLink fabric"))
+    loaded = _loaded_modules(modules, live)
+    if loaded is not None and (ports_present or modules is not None) and "nvidia" in loaded \
+            and PEERMEM_MODULE not in loaded:
+        src = str(modules) if modules is not None else "/proc/modules"
+        out.append(Finding("warning", "PEERMEM_NOT_LOADED", "nvidia_peermem is not loaded: GPUDirect RDMA needs it "
+                           "(or dma-buf support in kernel, driver and NCCL)", (Evidence(src, None, "nvidia loaded, "
+                           "nvidia_peermem absent"),), "modprobe nvidia_peermem (and add it to /etc/modules-load.d); "
+                           "check NCCL_DEBUG=INFO for 'GPU Direct RDMA Enabled'"))
+    return out
 
 
 def node_expectation_findings(gpus: list[GpuInfo], node_id: str) -> list[Finding]:
@@ -213,11 +306,13 @@ def _gpus_live() -> tuple[str | None, str, str | None, str | None, list[GpuInfo]
 
 def check_node(*, smi_q: Path | None = None, topo: Path | None = None, kernel_log: Path | None = None,
                ibstat: Path | None = None, perfquery: dict[str, Path] | None = None,
-               sysfs_ib: Path | None = None, expect_node: str | None = None, live: bool = True) -> CheckReport:
+               sysfs_ib: Path | None = None, expect_node: str | None = None, live: bool = True,
+               modules: Path | None = None, level: int = 1, dcgmi_json: Path | None = None,
+               stress_s: float = STRESS_S) -> CheckReport:
     """Run every check. Saved outputs given as paths replace the live source for that part; with
-    ``live=False`` nothing is read from the running system except host facts."""
+    ``live=False`` nothing is read from the running system (no host facts either), only the given files."""
     findings: list[Finding] = []
-    host = host_info()
+    host = host_info() if live else None
     if smi_q is not None:
         rep = parse_nvidia_smi_q(read_text(smi_q))
         source, note, driver, cuda_drv, gpus = str(smi_q), f"saved nvidia-smi -q ({smi_q.name})", \
@@ -234,7 +329,12 @@ def check_node(*, smi_q: Path | None = None, topo: Path | None = None, kernel_lo
     findings += gpu_findings(gpus, source or "gpu")
     if expect_node:
         findings += node_expectation_findings(gpus, expect_node)
-    findings += compat_findings(driver, host.torch_cuda_version)
+    if host is not None:
+        findings += stack_findings(driver, host.torch_version, host.torch_cuda_version,
+                                   [catalog_gpu_id(g.name) for g in gpus], host.nccl_version, "torch/driver")
+        findings += accelerator_findings([catalog_gpu_id(g.name) for g in gpus], host.rocm_version,
+                                         host.cann_version, "ROCm/CANN")
+
     tm: TopoMatrix | None = None
     if topo is not None:
         tm = parse_topo_matrix(read_text(topo))
@@ -277,5 +377,30 @@ def check_node(*, smi_q: Path | None = None, topo: Path | None = None, kernel_lo
                 p.counters.update(counters)
                 p.source = str(path)
     findings += ibmod.ib_findings(ports)
+    findings += service_findings(gpus, ports_present=bool(ports), modules=modules, live=live)
+    diag = None
+    if level > 1 or dcgmi_json is not None:
+        diag = _diag(level, gpus, live, dcgmi_json, stress_s)
+        findings += diag.findings
     return CheckReport(host, source, note, driver, cuda_drv, gpus, [catalog_gpu_id(g.name) for g in gpus], tm,
-                       ports, events, klog_source, sort_findings(findings))
+                       ports, events, klog_source, sort_findings(findings), diag)
+
+
+def _diag(level: int, gpus: list[GpuInfo], live: bool, dcgmi_json: Path | None, stress_s: float) -> DiagResult:
+    """Level 2/3 GPU tests (live only) merged with dcgmi diag (a saved ``-j`` file, or run when installed)."""
+    if live:
+        links = {g.index: pcie_x16_gb_per_s(g.pcie_gen_max or g.pcie_gen_current or 4)
+                 * (g.pcie_width_max or 16) / 16 for g in gpus}
+        res = gpu_levels(level, links, stress_s)
+    else:
+        res = DiagResult(level, skipped=[f"level {level} GPU tests: --offline (nothing runs on this host)"]
+                         if level > 1 else [])
+    if dcgmi_json is not None:
+        res.dcgmi, found = parse_dcgmi_json(read_text(dcgmi_json), str(dcgmi_json))
+        res.findings += found
+    elif live:
+        res.dcgmi, found, why = run_dcgmi(level)
+        res.findings += found
+        if why:
+            res.skipped.append(f"dcgmi diag -r {level}: {why}")
+    return res

@@ -20,14 +20,21 @@ Log rules (signatures as PyTorch, NCCL, the CUDA runtime and the NVIDIA driver p
   outputs found among the inputs are checked like ``node check`` does.
 - ``DIST_TEARDOWN``: c10d store / ``ChildFailedError`` lines, symptoms of another rank's exit.
 
+Findings of one job are also chained in causal order (``JOB_FAILURE_CHAIN``, :mod:`clustertwin.ops.incidents`):
+the first OOM on rank 7, then the NCCL timeouts on ranks 12-13. Files are decoded as UTF-8, or UTF-16/32 when
+they start with a byte-order mark; binary files are skipped and counted (``BINARY_SKIPPED``), never silently.
+
 Metrics CSV rule (``INPUT_PIPELINE_STALL``): rows where GPU utilisation < 40 % while CPU iowait >= 20 %;
 reported when they are at least a quarter of the samples.
 """
 
 from __future__ import annotations
 
+import codecs
 import csv
+import dataclasses
 import io
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -37,6 +44,7 @@ from typing import Any
 from clustertwin.errors import SpecError
 from clustertwin.ops import ib as ibmod
 from clustertwin.ops.findings import Evidence, Finding, Severity, sort_findings
+from clustertwin.ops.incidents import FILE_JOB_PREFIX, chains, file_rank, job_of, rank_list, rank_of, time_of
 from clustertwin.ops.oom_advice import JobContext, OomFinding, advise
 from clustertwin.ops.xid import count_malformed_xid, parse_kernel_log, xid_findings
 from clustertwin.units import GIB, KIB, MIB, TIB, human_bytes
@@ -54,13 +62,17 @@ GPU_UTIL_COLUMNS = ("gpu_util_pct", "gpu_util", "utilization.gpu [%]", "utilizat
 IOWAIT_COLUMNS = ("iowait_pct", "cpu_iowait_pct", "iowait", "cpu_iowait")
 _UNIT = {"B": 1, "KiB": KIB, "MiB": MIB, "GiB": GIB, "TiB": TIB}
 
-_OOM_RE = re.compile(r"CUDA out of memory\. Tried to allocate ([\d.]+) (\w+)\. GPU (\d+) has a total "
-                     r"capac(?:i)?ty of ([\d.]+) (\w+) of which ([\d.]+) (\w+) is free")
-_OOM_OLD_RE = re.compile(r"CUDA out of memory\. Tried to allocate ([\d.]+) (\w+) \(GPU (\d+); ([\d.]+) (\w+) total "
-                         r"capacity; ([\d.]+) (\w+) already allocated; ([\d.]+) (\w+) free; ([\d.]+) (\w+) reserved")
+_N = r"(\d{1,20}(?:\.\d{1,20})?)"
+"""A size figure as PyTorch prints it (``2.50``); malformed figures (``1.2.3``, 400 digits) do not match and the
+line counts as malformed."""
+_OOM_RE = re.compile(rf"CUDA out of memory\. Tried to allocate {_N} (\w+)\. GPU (\d{{1,7}}) has a total "
+                     rf"capac(?:i)?ty of {_N} (\w+) of which {_N} (\w+) is free")
+_OOM_OLD_RE = re.compile(rf"CUDA out of memory\. Tried to allocate {_N} (\w+) \(GPU (\d{{1,7}}); {_N} (\w+) total "
+                         rf"capacity; {_N} (\w+) already allocated; {_N} (\w+) free; {_N} (\w+) reserved")
+_OOM_ANY_RE = re.compile(r"CUDA out of memory")
 """torch < 2.1 wording: ``(GPU 3; 39.59 GiB total capacity; 36.12 GiB already allocated; 1.02 GiB free;
 37.40 GiB reserved in total by PyTorch)``."""
-_OOM_ALLOC_RE = re.compile(r"([\d.]+) (\w+) is allocated by PyTorch, and ([\d.]+) (\w+) is reserved by PyTorch "
+_OOM_ALLOC_RE = re.compile(rf"{_N} (\w+) is allocated by PyTorch, and {_N} (\w+) is reserved by PyTorch "
                            r"but unallocated")
 _TIMEOUT_RE = re.compile(r"(?:\[Rank (\d+)\] )?Watchdog caught collective operation timeout: WorkNCCL\("
                          r"SeqNum=(\d+), OpType=(\w+).*?Timeout\(ms\)=(\d+)\) ran for (\d+) milliseconds")
@@ -81,11 +93,13 @@ class DiagnoseResult:
     findings: list[Finding]
     files_read: int
     lines_read: int
+    files_skipped: int = 0
+    """Binary (or undecodable) files not read; each is named in a BINARY_SKIPPED finding."""
 
     def to_dict(self) -> dict[str, Any]:
-        """``{"findings": [...], "files_read", "lines_read"}`` (the documented --json schema)."""
+        """``{"findings": [...], "files_read", "lines_read", "files_skipped"}`` (the documented --json schema)."""
         return {"findings": [f.to_dict() for f in self.findings], "files_read": self.files_read,
-                "lines_read": self.lines_read}
+                "lines_read": self.lines_read, "files_skipped": self.files_skipped}
 
 
 def _bytes(value: str, unit: str) -> float:
@@ -98,27 +112,40 @@ class _Hits:
 
     lines: dict[str, list[Evidence]] = field(default_factory=dict)
     details: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    order: int = 0
+    """Lines seen so far over all files (the order of lines without time stamps)."""
 
     def add(self, code: str, ev: Evidence, **detail: Any) -> None:
         self.lines.setdefault(code, []).append(ev)
         self.details.setdefault(code, []).append(detail)
 
 
-def _scan_lines(lines: list[str], file: str, hits: _Hits) -> None:
+def _scan_lines(lines: list[str], file: str, hits: _Hits, job: str = ".", default_rank: int | None = None) -> int:
+    """Apply the line rules (first match wins); every hit records its job, rank, time stamp and order.
+    Returns the number of malformed OOM reports (counted, not parsed)."""
+    bad = 0
     for i, raw in enumerate(lines, 1):
         text = raw.strip()
         if not text:
             continue
         ev = Evidence(file, i, text)
+        rank = rank_of(text)
+        ctx = {"job": job, "rank": default_rank if rank is None else rank, "time": time_of(text),
+               "order": hits.order}
+        hits.order += 1
+
+        def add(code: str, _ev: Evidence = ev, _ctx: dict[str, Any] = ctx, **detail: Any) -> None:
+            hits.add(code, _ev, **{**_ctx, **detail})
+
         if m := _TIMEOUT_RE.search(text):
-            hits.add("NCCL_TIMEOUT", ev, rank=m.group(1), seq=int(m.group(2)), op=m.group(3),
-                     timeout_ms=int(m.group(4)), ran_ms=int(m.group(5)))
+            add("NCCL_TIMEOUT", seq=int(m.group(2)), op=m.group(3), timeout_ms=int(m.group(4)),
+                ran_ms=int(m.group(5)), **({"rank": int(m.group(1))} if m.group(1) else {}))
         elif m := _IB_COMPLETION_RE.search(text):
-            hits.add("IB_COMPLETION_ERROR", ev, peer=m.group(1), error=int(m.group(2)))
+            add("IB_COMPLETION_ERROR", peer=m.group(1), error=int(m.group(2)))
         elif _NVLS_RE.search(text):
-            hits.add("NCCL_NVLS", ev)
+            add("NCCL_NVLS")
         elif m := _NCCL_ERR_RE.search(text):
-            hits.add("NCCL_COMM_ERROR", ev, kind=m.group(1))
+            add("NCCL_COMM_ERROR", kind=m.group(1))
         elif m := _OOM_RE.search(text):
             d: dict[str, Any] = {"requested_bytes": _bytes(m.group(1), m.group(2)), "gpu": int(m.group(3)),
                                  "total_bytes": _bytes(m.group(4), m.group(5)),
@@ -126,20 +153,23 @@ def _scan_lines(lines: list[str], file: str, hits: _Hits) -> None:
             if a := _OOM_ALLOC_RE.search(text):
                 d["allocated_bytes"] = _bytes(a.group(1), a.group(2))
                 d["reserved_unallocated_bytes"] = _bytes(a.group(3), a.group(4))
-            hits.add("CUDA_OOM", ev, **d)
+            add("CUDA_OOM", **d)
         elif m := _OOM_OLD_RE.search(text):
             alloc, reserved = _bytes(m.group(6), m.group(7)), _bytes(m.group(10), m.group(11))
-            hits.add("CUDA_OOM", ev, requested_bytes=_bytes(m.group(1), m.group(2)), gpu=int(m.group(3)),
-                     total_bytes=_bytes(m.group(4), m.group(5)), free_bytes=_bytes(m.group(8), m.group(9)),
-                     allocated_bytes=alloc, reserved_unallocated_bytes=max(reserved - alloc, 0.0))
+            add("CUDA_OOM", requested_bytes=_bytes(m.group(1), m.group(2)), gpu=int(m.group(3)),
+                total_bytes=_bytes(m.group(4), m.group(5)), free_bytes=_bytes(m.group(8), m.group(9)),
+                allocated_bytes=alloc, reserved_unallocated_bytes=max(reserved - alloc, 0.0))
+        elif _OOM_ANY_RE.search(text) and "Tried to allocate" in text:
+            bad += 1  # an OOM report whose figures do not parse
         elif _ECC_RE.search(text):
-            hits.add("CUDA_ECC", ev)
+            add("CUDA_ECC")
         elif _DRIVER_RE.search(text):
-            hits.add("DRIVER_MISMATCH", ev)
+            add("DRIVER_MISMATCH")
         elif m := _LINK_DOWN_RE.search(text):
-            hits.add("IB_LINK_DOWN_EVENT", ev, port=m.group(1))
+            add("IB_LINK_DOWN_EVENT", port=m.group(1))
         elif _TEARDOWN_RE.search(text):
-            hits.add("DIST_TEARDOWN", ev)
+            add("DIST_TEARDOWN")
+    return bad
 
 
 def _gib(n: float) -> str:
@@ -175,7 +205,7 @@ def _finding_from_hits(code: str, evs: list[Evidence], details: list[dict[str, A
     sev: Severity
     if code == "NCCL_TIMEOUT":
         ops = sorted({d["op"] for d in details})
-        ranks = sorted({d["rank"] for d in details if d["rank"] is not None}, key=int)
+        ranks = [str(r) for r in sorted({d["rank"] for d in details if d.get("rank") is not None})]
         seqs = sorted({d["seq"] for d in details})
         tmo = max(d["timeout_ms"] for d in details) / 1e3
         title = (f"NCCL collective timeout ({', '.join(ops)}, SeqNum {seqs[0]}"
@@ -196,7 +226,9 @@ def _finding_from_hits(code: str, evs: list[Evidence], details: list[dict[str, A
                        "between them")
     if code == "CUDA_OOM":
         d = max(details, key=lambda x: x["requested_bytes"])
-        parts = [f"GPU {d['gpu']}: tried to allocate {_gib(d['requested_bytes'])}",
+        ranks = sorted({x["rank"] for x in details if x.get("rank") is not None})
+        who = f"{rank_list(ranks)} (GPU {d['gpu']})" if ranks else f"GPU {d['gpu']}"
+        parts = [f"{who}: tried to allocate {_gib(d['requested_bytes'])}",
                  f"{_gib(d['free_bytes'])} free of {_gib(d['total_bytes'])}"]
         if "allocated_bytes" in d:
             parts.append(f"{_gib(d['allocated_bytes'])} allocated, {_gib(d['reserved_unallocated_bytes'])} "
@@ -227,9 +259,19 @@ def _finding_from_hits(code: str, evs: list[Evidence], details: list[dict[str, A
     return Finding(sev, code, f"{title} ({n}x)", kept, action)
 
 
-def _is_binary(path: Path) -> bool:
-    with path.open("rb") as f:
-        return b"\0" in f.read(BINARY_SNIFF_BYTES)
+_BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"), (codecs.BOM_UTF8, "utf-8-sig"),
+         (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
+
+
+def decode_log(raw: bytes) -> str | None:
+    """Text of a log file: by its byte-order mark (UTF-8/16/32), else UTF-8 with undecodable bytes replaced;
+    None for a binary file (NUL bytes without a BOM)."""
+    for bom, enc in _BOMS:
+        if raw.startswith(bom):
+            return raw.decode(enc, errors="replace")
+    if b"\0" in raw[:BINARY_SNIFF_BYTES]:
+        return None
+    return raw.decode("utf-8", errors="replace")
 
 
 def _files(paths: Iterable[str | Path]) -> list[Path]:
@@ -246,7 +288,8 @@ def _files(paths: Iterable[str | Path]) -> list[Path]:
 
 def _metrics_findings(text: str, file: str) -> tuple[list[Finding], int, int]:
     """(findings, rows read, malformed rows) of a metrics CSV."""
-    reader = csv.DictReader(io.StringIO(text))
+    # CR-only (old Mac) and mixed line endings: one record per line whatever the terminator
+    reader = csv.DictReader(io.StringIO("\n".join(text.splitlines())))
     cols = reader.fieldnames or []
     util_col = next((c for c in GPU_UTIL_COLUMNS if c in cols), None)
     io_col = next((c for c in IOWAIT_COLUMNS if c in cols), None)
@@ -254,11 +297,23 @@ def _metrics_findings(text: str, file: str) -> tuple[list[Finding], int, int]:
         return [], 0, 0
     rows = malformed = 0
     stalled: list[Evidence] = []
-    for i, row in enumerate(reader, 2):
+    rows_iter = iter(enumerate(reader, 2))
+    while True:
+        try:
+            i, row = next(rows_iter)
+        except StopIteration:
+            break
+        except csv.Error:
+            rows += 1
+            malformed += 1
+            continue
         rows += 1
         try:
             util, iowait = float(row[util_col]), float(row[io_col])
         except (TypeError, ValueError):
+            malformed += 1
+            continue
+        if not (math.isfinite(util) and math.isfinite(iowait)):
             malformed += 1
             continue
         if util < GPU_UTIL_LOW_PCT and iowait >= IOWAIT_HIGH_PCT:
@@ -283,11 +338,17 @@ def diagnose(paths: Iterable[str | Path], job: JobContext | None = None) -> Diag
     hits = _Hits()
     findings: list[Finding] = []
     files_read = lines_read = malformed = 0
+    skipped: list[Evidence] = []
     for path in files:
-        if _is_binary(path):
+        try:
+            raw = path.read_bytes()
+        except OSError as e:
+            skipped.append(Evidence(str(path), None, f"not readable: {e.strerror or e}"))
             continue
-        raw = path.read_bytes()
-        text = raw.decode("utf-8", errors="replace")
+        text = decode_log(raw)
+        if text is None:
+            skipped.append(Evidence(str(path), None, f"binary ({len(raw):,} bytes, NUL bytes and no text BOM)"))
+            continue
         lines = text.splitlines()
         name = str(path)
         files_read += 1
@@ -298,7 +359,7 @@ def diagnose(paths: Iterable[str | Path], job: JobContext | None = None) -> Diag
             findings += f
             malformed += bad
             continue
-        _scan_lines(lines, name, hits)
+        malformed += _scan_lines(lines, name, hits, job_of(path, lines), file_rank(path))
         events, fell = parse_kernel_log(lines)
         findings += xid_findings(events, fell, name)
         malformed += count_malformed_xid(lines)
@@ -308,10 +369,24 @@ def diagnose(paths: Iterable[str | Path], job: JobContext | None = None) -> Diag
             port = ibmod.IbPort(path.stem, 1, "Active", "LinkUp", None, "InfiniBand",
                                 ibmod.parse_perfquery(text), source=name, line=1)
             findings += ibmod.ib_findings([port])
+    actions: dict[str, str] = {}
     for code, evs in hits.lines.items():
-        findings.append(_finding_from_hits(code, evs, hits.details[code], job))
+        by_job: dict[str, tuple[list[Evidence], list[dict[str, Any]]]] = {}
+        for ev, d in zip(evs, hits.details[code], strict=True):
+            by_job.setdefault(d["job"], ([], []))[0].append(ev)
+            by_job[d["job"]][1].append(d)
+        for job_id, (j_evs, j_ds) in by_job.items():
+            f = _finding_from_hits(code, j_evs, j_ds, job)
+            subject = f.subject or (f"job {job_id}" if not job_id.startswith(FILE_JOB_PREFIX) else None)
+            findings.append(dataclasses.replace(f, subject=subject))
+            actions.setdefault(code, f.action)
+    findings = chains(hits.details, hits.lines, actions) + findings  # a job's chain first within its severity
+    if skipped:
+        findings.append(Finding("warning", "BINARY_SKIPPED", f"{len(skipped)} file(s) not read (binary or "
+                                "unreadable)", tuple(skipped[:MAX_EVIDENCE]), "convert them to text (zstd -d, "
+                                "journalctl --file F -o short-iso) and rerun"))
     if malformed:
         findings.append(Finding("info", "MALFORMED_LINES", f"{malformed} malformed line(s) skipped "
                                 "(undecodable bytes, unparsable Xid lines or non-numeric metric rows)", (),
                                 "none; check for truncated or mixed-encoding logs if counts are high"))
-    return DiagnoseResult(sort_findings(findings), files_read, lines_read)
+    return DiagnoseResult(sort_findings(findings), files_read, lines_read, len(skipped))

@@ -3,19 +3,39 @@
 Metric names follow dcgm-exporter's (``DCGM_FI_DEV_*``, default port 9400, labels ``gpu, UUID, device,
 modelName, Hostname``) so that existing dashboards work; values come from NVML (:class:`NvmlBackend`).
 Units as dcgm-exporter: clocks MHz, memory MiB, power W, energy mJ, temperature °C, utilisation %.
-Xid events are counted per code in ``clustertwin_xid_events_total`` (dcgm's ``DCGM_FI_DEV_XID_ERRORS``
-holds only the last Xid value).
+Counters are typed ``counter`` under dcgm-exporter's exact names (which do not end in ``_total``, so the
+exposition is written here rather than by prometheus-client, whose text format appends ``_total`` to every
+counter's TYPE line). ``DCGM_FI_DEV_XID_ERRORS`` is a gauge holding the last Xid code of each GPU, as
+dcgm-exporter does; ``clustertwin_xid_events_total`` counts the events per code. Series carry the job that
+owns the GPU: ``hpc_job`` from a dcgm-exporter style job-mapping directory (one file per GPU index holding the
+Slurm job id, written by a prolog) or ``SLURM_JOB_ID``, and ``pod``/``namespace``/``container`` from the
+Kubernetes downward API variables (``POD_NAME``, ``POD_NAMESPACE``, ``CONTAINER_NAME``). The environment names
+the job only when the exporter runs inside it (a sidecar container, or started by the job's step); a node
+daemon (a DaemonSet, a systemd unit) should use the mapping directory, because its own environment names the
+daemon, not the job.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+import threading
+from collections.abc import Iterator, Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
-import yaml
-from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CollectorRegistry, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
+from clustertwin.ops.alerts import (  # noqa: F401 (alert_rules* re-exported)
+    GPU_COUNT_METRIC,
+    NVLINK_DOWN_METRIC,
+    XID_LAST_METRIC,
+    XID_METRIC,
+    alert_rules,
+    alert_rules_yaml,
+)
 from clustertwin.ops.gpu import THROTTLE_REASON_BITS, GpuInfo
 from clustertwin.ops.nvml import GpuBackend
 from clustertwin.units import MIB
@@ -23,7 +43,6 @@ from clustertwin.units import MIB
 DEFAULT_PORT = 9400
 """dcgm-exporter's port, so scrape configs carry over."""
 LABELS = ("gpu", "UUID", "device", "modelName", "Hostname")
-XID_METRIC = "clustertwin_xid_events_total"
 MJ_PER_J = 1000.0
 
 # (metric, help, GpuInfo attribute, scale) for gauges
@@ -31,6 +50,7 @@ _GAUGES: tuple[tuple[str, str, str, float], ...] = (
     ("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", "utilization_gpu_pct", 1.0),
     ("DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).", "utilization_memory_pct", 1.0),
     ("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", "memory_used_bytes", 1.0 / MIB),
+    ("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", "memory_free_bytes", 1.0 / MIB),
     ("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", "power_w", 1.0),
     ("DCGM_FI_DEV_POWER_MGMT_LIMIT", "Enforced power limit (in W).", "power_limit_w", 1.0),
     ("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", "temperature_c", 1.0),
@@ -43,8 +63,7 @@ _GAUGES: tuple[tuple[str, str, str, float], ...] = (
     ("DCGM_FI_DEV_ROW_REMAP_PENDING", "Row remap pending (1 = reset needed).", "remapped_rows_pending", 1.0),
     ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "Row remapping failure (1 = failed).", "remapped_rows_failure", 1.0),
 )
-# monotonic counters, exposed under dcgm-exporter's exact names (prometheus-client would append "_total" to
-# a counter family's samples, breaking those names; PromQL rate()/increase() work on them either way)
+# monotonic counters, typed counter under dcgm-exporter's exact names
 _COUNTERS: tuple[tuple[str, str, str, float], ...] = (
     ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "Corrected ECC errors since the last reset.", "ecc_volatile_corrected", 1.0),
     ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "Uncorrected ECC errors since the last reset.", "ecc_volatile_uncorrected",
@@ -61,108 +80,165 @@ _COUNTERS: tuple[tuple[str, str, str, float], ...] = (
     ("DCGM_FI_DEV_NVLINK_RX_BYTES", "NVLink data received, all links (in B).", "nvlink_rx_bytes", 1.0),
 )
 THROTTLE_METRIC = "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"
-NVLINK_DOWN_METRIC = "clustertwin_nvlink_links_down"
-GPU_COUNT_METRIC = "clustertwin_gpus"
+JOB_LABELS = ("hpc_job", "pod", "namespace", "container")
+"""Labels naming the job that owns a GPU (empty when unknown)."""
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+"""Prometheus text exposition format 0.0.4."""
 
 
-def _labels(g: GpuInfo, hostname: str) -> list[str]:
-    return [str(g.index), g.uuid or "", f"nvidia{g.index}", g.name, hostname]
+def job_labels(environ: Mapping[str, str] | None = None, job_map_dir: Path | None = None,
+               gpu_indices: list[int] | tuple[int, ...] = ()) -> dict[int, dict[str, str]]:
+    """GPU index -> {hpc_job, pod, namespace, container}: a job-mapping file ``<dir>/<gpu index>`` (its first
+    line, as dcgm-exporter's ``--hpc-job-mapping-dir``), else ``SLURM_JOB_ID``; Kubernetes from the downward-API
+    variables ``POD_NAME``, ``POD_NAMESPACE``, ``CONTAINER_NAME``."""
+    env = os.environ if environ is None else environ
+    out = {}
+    for i in gpu_indices:
+        job = env.get("SLURM_JOB_ID", "")
+        if job_map_dir is not None:
+            f = job_map_dir / str(i)
+            try:
+                lines = f.read_text(encoding="utf-8", errors="replace").split()
+                job = lines[0] if lines else ""
+            except OSError:
+                job = ""
+        out[i] = {"hpc_job": job, "pod": env.get("POD_NAME", ""), "namespace": env.get("POD_NAMESPACE", ""),
+                  "container": env.get("CONTAINER_NAME", "")}
+    return out
+
+
+def _counter(name: str, doc: str, labels: list[str]) -> Metric:
+    """A counter family whose samples keep ``name`` exactly (see the module docstring)."""
+    m = Metric(name, doc, "counter")
+    m.name = name  # Metric strips a lower-case "_total"; the exposition below prints this name as is
+    m._labelnames = labels  # type: ignore[attr-defined]
+    return m
 
 
 class GpuCollector(Collector):
     """Reads the backend at every scrape (no cached state: the scrape is the sample)."""
 
-    def __init__(self, backend: GpuBackend, hostname: str) -> None:
+    def __init__(self, backend: GpuBackend, hostname: str, environ: Mapping[str, str] | None = None,
+                 job_map_dir: Path | None = None) -> None:
         self.backend = backend
         self.hostname = hostname
+        self.environ = environ
+        self.job_map_dir = job_map_dir
 
     def collect(self) -> Iterator[Any]:
         gpus = self.backend.gpus()
+        jobs = job_labels(self.environ, self.job_map_dir, [g.index for g in gpus])
+        names = [*LABELS, *JOB_LABELS]
+
+        def labels(g: GpuInfo) -> dict[str, str]:
+            base = dict(zip(LABELS, [str(g.index), g.uuid or "", f"nvidia{g.index}", g.name, self.hostname],
+                            strict=True))
+            return {**base, **jobs[g.index]}
+
         count = GaugeMetricFamily(GPU_COUNT_METRIC, "GPUs visible to the driver.", labels=["Hostname"])
         count.add_metric([self.hostname], float(len(gpus)))
         yield count
         for name, doc, attr, scale in _GAUGES:
-            fam = GaugeMetricFamily(name, doc, labels=list(LABELS))
+            fam = GaugeMetricFamily(name, doc, labels=names)
             for g in gpus:
-                v = getattr(g, attr)
+                v = _attr(g, attr)
                 if v is not None:
-                    fam.add_metric(_labels(g, self.hostname), float(v) * scale)
+                    fam.add_sample(name, labels(g), float(v) * scale)
             yield fam
         for name, doc, attr, scale in _COUNTERS:
-            fam = GaugeMetricFamily(name, doc + " Monotonic counter.", labels=list(LABELS))
+            fam = _counter(name, doc, names)
             for g in gpus:
                 v = getattr(g, attr)
                 if v is not None:
-                    fam.add_metric(_labels(g, self.hostname), float(v) * scale)
+                    fam.add_sample(name, labels(g), float(v) * scale)
             yield fam
-        thr = GaugeMetricFamily(THROTTLE_METRIC, "Clocks event (throttle) reasons bitmask (NVML bits).",
-                                labels=list(LABELS))
-        down = GaugeMetricFamily(NVLINK_DOWN_METRIC, "NVLinks reported inactive.", labels=list(LABELS))
+        thr = GaugeMetricFamily(THROTTLE_METRIC, "Clocks event (throttle) reasons bitmask (NVML bits).", labels=names)
+        down = GaugeMetricFamily(NVLINK_DOWN_METRIC, "NVLinks reported inactive.", labels=names)
         for g in gpus:
-            thr.add_metric(_labels(g, self.hostname),
+            thr.add_sample(THROTTLE_METRIC, labels(g),
                            float(sum(THROTTLE_REASON_BITS.get(r, 0) for r in g.throttle_reasons)))
             if g.nvlink_active:
-                down.add_metric(_labels(g, self.hostname), float(g.nvlink_active.count(False)))
+                down.add_sample(NVLINK_DOWN_METRIC, labels(g), float(g.nvlink_active.count(False)))
         yield thr
         yield down
-        xid = CounterMetricFamily(XID_METRIC.removesuffix("_total"), "Xid events seen by the exporter, by code.",
-                                  labels=["gpu", "xid", "Hostname"])
+        last = getattr(self.backend, "xid_last", lambda: {})()
+        xl = GaugeMetricFamily(XID_LAST_METRIC, "Value of the last XID error encountered.", labels=names)
+        for g in gpus:
+            xl.add_sample(XID_LAST_METRIC, labels(g), float(last.get(g.index, 0)))
+        yield xl
+        xid = _counter(XID_METRIC, "Xid events seen by the exporter, by code.", ["gpu", "xid", "Hostname"])
         for (gpu, code), n in sorted(self.backend.xid_counts().items()):
-            xid.add_metric([str(gpu), str(code), self.hostname], float(n))
+            xid.add_sample(XID_METRIC, {"gpu": str(gpu), "xid": str(code), "Hostname": self.hostname}, float(n))
         yield xid
 
 
-def registry_for(backend: GpuBackend, hostname: str) -> CollectorRegistry:
+def _attr(g: GpuInfo, attr: str) -> float | None:
+    if attr == "memory_free_bytes" and g.memory_free_bytes is None and g.memory_total_bytes is not None \
+            and g.memory_used_bytes is not None:
+        return g.memory_total_bytes - g.memory_used_bytes
+    v = getattr(g, attr)
+    return None if v is None else float(v)
+
+
+def registry_for(backend: GpuBackend, hostname: str, environ: Mapping[str, str] | None = None,
+                 job_map_dir: Path | None = None) -> CollectorRegistry:
     reg = CollectorRegistry(auto_describe=False)
-    reg.register(GpuCollector(backend, hostname))
+    reg.register(GpuCollector(backend, hostname, environ, job_map_dir))
     return reg
 
 
-def start(backend: GpuBackend, hostname: str, port: int = DEFAULT_PORT, addr: str = "0.0.0.0") -> tuple[Any, Any]:
-    """Serve ``/metrics`` in a background thread; returns (server, thread) from prometheus-client."""
-    from prometheus_client import start_http_server
-
-    return start_http_server(port, addr=addr, registry=registry_for(backend, hostname))
+def _escape(v: str) -> str:
+    return v.replace("\\", r"\\").replace("\n", r"\n").replace('"', r'\"')
 
 
-CRITICAL_XIDS = "48|62|64|74|79|95|119|120|140|158"
-"""Xids whose NVIDIA action is reset/drain/RMA (see ops/xid.py)."""
-TEMP_ALERT_C = 85
+def exposition(registry: CollectorRegistry) -> bytes:
+    """Prometheus text format 0.0.4 of every family, names exactly as collected (counters included)."""
+    out: list[str] = []
+    for fam in registry.collect():
+        if not fam.samples:
+            continue
+        name = fam.samples[0].name if fam.type == "counter" else fam.name
+        doc = fam.documentation.replace("\\", r"\\").replace("\n", r"\n")
+        out.append(f"# HELP {name} {doc}\n")
+        out.append(f"# TYPE {name} {fam.type if fam.type in ('counter', 'gauge') else 'untyped'}\n")
+        for s in fam.samples:
+            lab = ",".join(f'{k}="{_escape(str(v))}"' for k, v in sorted(s.labels.items()))
+            out.append(f"{s.name}{{{lab}}} {floatToGoString(s.value)}\n" if lab
+                       else f"{s.name} {floatToGoString(s.value)}\n")
+    return "".join(out).encode("utf-8")
 
 
-def alert_rules() -> dict[str, Any]:
-    """Prometheus alerting rules over the exporter's metrics (``groups`` document)."""
-    def rule(name: str, expr: str, for_: str, severity: str, summary: str) -> dict[str, Any]:
-        return {"alert": name, "expr": expr, "for": for_, "labels": {"severity": severity},
-                "annotations": {"summary": summary}}
+def start(backend: GpuBackend, hostname: str, port: int = DEFAULT_PORT, addr: str = "0.0.0.0",
+          environ: Mapping[str, str] | None = None, job_map_dir: Path | None = None) -> tuple[Any, Any]:
+    """Serve ``/metrics`` in a background thread; returns (server, thread)."""
+    registry = registry_for(backend, hostname, environ, job_map_dir)
 
-    return {"groups": [{"name": "clustertwin-gpu", "rules": [
-        rule("GpuXidCritical", f'increase({XID_METRIC}{{xid=~"{CRITICAL_XIDS}"}}[10m]) > 0', "0m", "critical",
-             "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} raised Xid {{ $labels.xid }}: drain the node"),
-        rule("GpuXidAny", f"increase({XID_METRIC}[10m]) > 0", "0m", "warning",
-             "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} raised Xid {{ $labels.xid }}"),
-        rule("GpuUncorrectableEcc", "increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[10m]) > 0", "0m", "critical",
-             "uncorrectable ECC errors on GPU {{ $labels.gpu }} of {{ $labels.Hostname }}"),
-        rule("GpuRowRemapFailure", "DCGM_FI_DEV_ROW_REMAP_FAILURE > 0", "0m", "critical",
-             "row remapping failed on GPU {{ $labels.gpu }} of {{ $labels.Hostname }}: RMA"),
-        rule("GpuRowRemapPending", "DCGM_FI_DEV_ROW_REMAP_PENDING > 0", "15m", "warning",
-             "GPU {{ $labels.gpu }} of {{ $labels.Hostname }} needs a reset to apply a row remap"),
-        rule("GpuHot", f"DCGM_FI_DEV_GPU_TEMP > {TEMP_ALERT_C}", "5m", "warning",
-             "GPU {{ $labels.gpu }} of {{ $labels.Hostname }} above " + f"{TEMP_ALERT_C} C"),
-        rule("GpuThermalOrPowerBrake",
-             f"(DCGM_FI_DEV_CLOCK_THROTTLE_REASONS % {2 * THROTTLE_REASON_BITS['hw_slowdown']}) >= "
-             f"{THROTTLE_REASON_BITS['hw_slowdown']}", "5m", "warning",
-             "hardware slowdown (thermal or power brake) on GPU {{ $labels.gpu }} of {{ $labels.Hostname }}"),
-        rule("GpuPcieReplays", "rate(DCGM_FI_DEV_PCIE_REPLAY_COUNTER[15m]) > 0", "15m", "warning",
-             "PCIe replays rising on GPU {{ $labels.gpu }} of {{ $labels.Hostname }}"),
-        rule("GpuNvlinkDown", f"{NVLINK_DOWN_METRIC} > 0", "5m", "critical",
-             "NVLinks down on GPU {{ $labels.gpu }} of {{ $labels.Hostname }}"),
-        rule("GpuMissing", f"{GPU_COUNT_METRIC} < max_over_time({GPU_COUNT_METRIC}[1d])", "5m", "critical",
-             "{{ $labels.Hostname }} lost a GPU (fallen off the bus?)"),
-        rule("GpuExporterDown", 'up{job=~".*gpu.*|.*clustertwin.*"} == 0', "5m", "warning",
-             "GPU exporter on {{ $labels.instance }} is not scraped"),
-    ]}]}
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path.split("?")[0] not in ("/metrics", "/"):
+                self.send_error(404)
+                return
+            body = exposition(registry)
+            self.send_response(200)
+            self.send_header("Content-Type", CONTENT_TYPE)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer((addr, port), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, name="clustertwin-exporter", daemon=True)
+    thread.start()
+    return server, thread
 
 
-def alert_rules_yaml() -> str:
-    return yaml.safe_dump(alert_rules(), sort_keys=False, width=120)
+def snapshot(backend: GpuBackend, hostname: str, environ: Mapping[str, str] | None = None,
+             job_map_dir: Path | None = None) -> list[dict[str, Any]]:
+    """One scrape as JSON-ready records ``{name, type, labels, value}``."""
+    reg = registry_for(backend, hostname, environ, job_map_dir)
+    return [{"name": s.name, "type": fam.type, "labels": dict(s.labels), "value": s.value}
+            for fam in reg.collect() for s in fam.samples]
+

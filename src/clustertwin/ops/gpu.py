@@ -37,6 +37,8 @@ class GpuInfo:
     pci_bus_id: str | None = None
     memory_total_bytes: float | None = None
     memory_used_bytes: float | None = None
+    memory_free_bytes: float | None = None
+    """Free framebuffer memory as the driver reports it (total - used - reserved)."""
     pcie_gen_current: int | None = None
     pcie_gen_max: int | None = None
     """Maximum generation of the link (min of GPU and host capability where both are reported)."""
@@ -74,6 +76,22 @@ class GpuInfo:
     nvlink_rx_bytes: float | None = None
     energy_j: float | None = None
     """Energy since driver load, J; a counter."""
+    persistence_mode: bool | None = None
+    """Persistence mode enabled (the driver stays loaded with no client; needed for fast job starts)."""
+    mig_current: bool | None = None
+    """MIG mode now."""
+    mig_pending: bool | None = None
+    """MIG mode after the next GPU reset."""
+    reset_required: bool | None = None
+    """GPU Reset Status > Reset Required: the GPU is unusable until it is reset."""
+    drain_and_reset_recommended: bool | None = None
+    """GPU Reset Status > Drain and Reset Recommended: it works, degraded, until drained and reset."""
+    fabric_state: str | None = None
+    """NVLink fabric (NVSwitch/NVL) registration: Not Supported, Not Started, In Progress, Completed."""
+    fabric_status: str | None = None
+    """Result of the registration (Success or an error)."""
+    fabric_bandwidth: str | None = None
+    """Fabric > Health > Bandwidth: Full, Degraded, N/A (R570+)."""
 
 
 # Ordered: the first pattern that matches the lower-cased product name wins (specific before generic).

@@ -54,6 +54,10 @@ class HostInfo:
     torch_cuda_version: str | None = None
     """CUDA runtime torch was built with (torch.version.cuda)."""
     nccl_version: str | None = None
+    rocm_version: str | None = None
+    """Installed ROCm (``/opt/rocm/.info/version``)."""
+    cann_version: str | None = None
+    """Installed Ascend CANN toolkit (``ascend_toolkit_install.info``: ``version=8.0.RC2``)."""
     nics: list[NicInfo] = field(default_factory=list)
     disks: list[DiskInfo] = field(default_factory=list)
     cpu_flags: frozenset[str] = frozenset()
@@ -121,6 +125,28 @@ def torch_versions() -> tuple[str | None, str | None, str | None]:
     return torch.__version__, torch.version.cuda, nccl
 
 
+ROCM_VERSION_FILE = Path("/opt/rocm/.info/version")
+CANN_INFO_GLOB = "/usr/local/Ascend/ascend-toolkit/latest/*/ascend_toolkit_install.info"
+
+
+def accelerator_stacks(rocm_file: Path = ROCM_VERSION_FILE,
+                       cann_glob: str = CANN_INFO_GLOB) -> tuple[str | None, str | None]:
+    """(ROCm version, CANN version) from their install files; None where not installed."""
+    import glob
+
+    rocm = cann = None
+    if rocm_file.is_file():
+        rocm = rocm_file.read_text(encoding="utf-8", errors="replace").strip().split("-")[0] or None
+    for info in sorted(glob.glob(cann_glob)):
+        try:
+            for line in Path(info).read_text(encoding="utf-8", errors="replace").splitlines():
+                if line.startswith("version="):
+                    cann = line.split("=", 1)[1].strip()
+        except OSError:
+            continue
+    return rocm, cann
+
+
 def host_info() -> HostInfo:
     model, sockets, flags = _cpuinfo()
     stats = psutil.net_if_stats()
@@ -140,9 +166,10 @@ def host_info() -> HostInfo:
             continue
         disks.append(DiskInfo(part.mountpoint, part.device, part.fstype, usage.total, usage.free))
     tv, cv, nv = torch_versions()
+    rocm, cann = accelerator_stacks()
     return HostInfo(
         hostname=socket.gethostname(), os_name=_os_name(), kernel=platform.release(), cpu_model=model,
         sockets=sockets, logical_cpus=psutil.cpu_count(logical=True) or 1,
         physical_cores=psutil.cpu_count(logical=False), memory_total_bytes=psutil.virtual_memory().total,
         container_runtime=container_runtime(), torch_version=tv, torch_cuda_version=cv, nccl_version=nv,
-        nics=nics, disks=disks, cpu_flags=flags)
+        rocm_version=rocm, cann_version=cann, nics=nics, disks=disks, cpu_flags=flags)

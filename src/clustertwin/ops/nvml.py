@@ -55,6 +55,15 @@ def _load() -> Any:
     return pynvml
 
 
+FABRIC_STATES = {0: "Not Supported", 1: "Not Started", 2: "In Progress", 3: "Completed"}
+"""``nvmlGpuFabricState_t`` (NVML_GPU_FABRIC_STATE_*)."""
+FABRIC_COMPLETED = 3
+RECOVERY_RESET = frozenset({1, 2})
+"""``NVML_GPU_RECOVERY_ACTION_GPU_RESET`` (1) and ``NODE_REBOOT`` (2): the GPU is unusable until then."""
+RECOVERY_DRAIN = frozenset({3, 4})
+"""``DRAIN_P2P`` (3) and ``DRAIN_AND_RESET`` (4): drain the GPU's work, then reset."""
+
+
 class NvmlBackend:
     """Live GPU state through NVML. ``NvmlBackend()`` raises :class:`NvmlUnavailable` when NVML cannot start."""
 
@@ -66,6 +75,7 @@ class NvmlBackend:
             raise NvmlUnavailable(f"NVML could not start: {e}") from None
         self.hostname = socket.gethostname()
         self._xid: dict[tuple[int, int], int] = {}
+        self._xid_last: dict[int, int] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -136,6 +146,11 @@ class NvmlBackend:
         retired_sbe = c("nvmlDeviceGetRetiredPages", h, nv.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS)
         retired_dbe = c("nvmlDeviceGetRetiredPages", h, nv.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR)
         pending = c("nvmlDeviceGetRetiredPagesPendingStatus", h)
+        persistence = c("nvmlDeviceGetPersistenceMode", h)
+        mig = c("nvmlDeviceGetMigMode", h)
+        fabric = c("nvmlDeviceGetGpuFabricInfo", h)
+        recovery_field = getattr(nv, "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION", None)
+        recovery = None if recovery_field is None else self._field(h, recovery_field)
         return GpuInfo(
             index=index,
             name=name.decode() if isinstance(name, bytes) else str(name),
@@ -143,6 +158,7 @@ class NvmlBackend:
             pci_bus_id=(lambda b: b.decode() if isinstance(b, bytes) else b)(pci.busId) if pci else None,
             memory_total_bytes=float(mem.total) if mem else None,
             memory_used_bytes=float(mem.used) if mem else None,
+            memory_free_bytes=float(mem.free) if mem else None,
             pcie_gen_current=c("nvmlDeviceGetCurrPcieLinkGeneration", h),
             pcie_gen_max=gen_max,
             pcie_width_current=c("nvmlDeviceGetCurrPcieLinkWidth", h),
@@ -175,6 +191,14 @@ class NvmlBackend:
             nvlink_tx_bytes=self._field(h, nv.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX) if links else None,
             nvlink_rx_bytes=self._field(h, nv.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX) if links else None,
             energy_j=None if energy_mj is None else energy_mj / MJ_PER_J,
+            persistence_mode=None if persistence is None else bool(persistence),
+            mig_current=None if not mig else bool(mig[0]),
+            mig_pending=None if not mig else bool(mig[1]),
+            reset_required=None if recovery is None else int(recovery) in RECOVERY_RESET,
+            drain_and_reset_recommended=None if recovery is None else int(recovery) in RECOVERY_DRAIN,
+            fabric_state=None if fabric is None else FABRIC_STATES.get(int(fabric.state)),
+            fabric_status=None if fabric is None or int(fabric.state) != FABRIC_COMPLETED
+            else ("Success" if int(fabric.status) == 0 else f"NVML error {int(fabric.status)}"),
         )
 
     def gpus(self) -> list[GpuInfo]:
@@ -213,11 +237,17 @@ class NvmlBackend:
                 with self._lock:
                     key = (idx, int(data.eventData))
                     self._xid[key] = self._xid.get(key, 0) + 1
+                    self._xid_last[idx] = int(data.eventData)
             self._call("nvmlEventSetFree", evset)
 
         self._thread = threading.Thread(target=loop, name="clustertwin-xid", daemon=True)
         self._thread.start()
         return True
+
+    def xid_last(self) -> dict[int, int]:
+        """GPU index -> the last Xid seen since the watch started (dcgm-exporter's DCGM_FI_DEV_XID_ERRORS)."""
+        with self._lock:
+            return dict(self._xid_last)
 
     def xid_counts(self) -> dict[tuple[int, int], int]:
         """(GPU index, Xid) -> events seen since the watch started."""

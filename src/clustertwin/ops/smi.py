@@ -96,11 +96,18 @@ def _yes(v: Any) -> bool | None:
     if not isinstance(v, str):
         return None
     low = v.strip().lower()
-    if low in ("yes", "enabled", "active"):
+    if low in ("yes", "enabled", "active", "true"):
         return True
-    if low in ("no", "disabled", "not active"):
+    if low in ("no", "disabled", "not active", "false"):
         return False
     return None
+
+
+def _text(v: Any) -> str | None:
+    """A string value; None for N/A, [Not Supported] or a section."""
+    if not isinstance(v, str) or v.strip() in ("N/A", "[N/A]", "[Not Supported]", "Not Supported", ""):
+        return None
+    return v.strip()
 
 
 def _sec(tree: Tree, *path: str) -> Tree:
@@ -169,6 +176,7 @@ def _gpu(index: int, bus: str, t: Tree) -> GpuInfo:
         pci_bus_id=str(_get(t, "PCI", "Bus Id") or bus),
         memory_total_bytes=None if _num(fb.get("Total")) is None else _num(fb.get("Total")) * MIB,
         memory_used_bytes=None if _num(fb.get("Used")) is None else _num(fb.get("Used")) * MIB,
+        memory_free_bytes=None if _num(fb.get("Free")) is None else _num(fb.get("Free")) * MIB,
         pcie_gen_current=_int(gen.get("Current")),
         pcie_gen_max=gen_max,
         pcie_width_current=_int(width.get("Current")),
@@ -195,6 +203,14 @@ def _gpu(index: int, bus: str, t: Tree) -> GpuInfo:
         power_limit_w=_num(_first(power, ("Current Power Limit",), ("Enforced Power Limit",), ("Power Limit",))),
         utilization_gpu_pct=_num(_get(t, "Utilization", "Gpu")),
         utilization_memory_pct=_num(_get(t, "Utilization", "Memory")),
+        persistence_mode=_yes(t.get("Persistence Mode")),
+        mig_current=_yes(_get(t, "MIG Mode", "Current")),
+        mig_pending=_yes(_get(t, "MIG Mode", "Pending")),
+        reset_required=_yes(_get(t, "GPU Reset Status", "Reset Required")),
+        drain_and_reset_recommended=_yes(_get(t, "GPU Reset Status", "Drain and Reset Recommended")),
+        fabric_state=_text(_get(t, "Fabric", "State")),
+        fabric_status=_text(_get(t, "Fabric", "Status")),
+        fabric_bandwidth=_text(_get(t, "Fabric", "Health", "Bandwidth")),
     )
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import model_validator
+from pydantic import Field, model_validator
 
 from clustertwin.specs.base import NonNegInt, PositiveInt, Sourced, Spec
 
@@ -61,6 +61,14 @@ class ModelSpec(Sourced):
     """Decoupled RoPE key width of MLA."""
     moe: MoESpec | None = None
     """MoE configuration; None for dense."""
+    norm: Literal["rmsnorm", "layernorm"] | None = None
+    """Normalisation layers; default rmsnorm for swiglu models (Llama family), layernorm otherwise (GPT)."""
+    position_embedding: Literal["rope", "learned"] | None = None
+    """Position encoding; default rope for swiglu models, learned absolute otherwise (GPT)."""
+    rope_base: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
+    """RoPE base (theta); default 10000 (Su et al. 2021), Llama 3: 500000."""
+    linear_bias: bool | None = None
+    """Biases in the attention and FFN linear layers; default off for swiglu models, on otherwise (GPT)."""
 
     @model_validator(mode="after")
     def _check(self) -> ModelSpec:

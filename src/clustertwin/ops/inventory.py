@@ -1,0 +1,117 @@
+"""``node check --inventory DIR``: the ``node check --json`` reports of many nodes side by side. Versions that
+differ across nodes of one cluster (driver, CUDA, PyTorch, NCCL, kernel, GPU model) are flagged as skew, and
+every node's stack is checked against the compatibility matrix (:func:`compat.stack_findings`).
+
+NCCL and PyTorch must match on every rank of a job (mismatched NCCL protocol versions hang or fail at init),
+so their skew is an error; the others are warnings (they change performance or failure behaviour, not
+correctness, but make a fleet hard to reason about)."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from clustertwin.errors import SpecError
+from clustertwin.ops.compat import accelerator_findings, stack_findings
+from clustertwin.ops.findings import Evidence, Finding, sort_findings
+from clustertwin.ops.gpu import catalog_gpu_id
+
+SKEW_SEVERITY = {"nccl": "error", "torch": "error", "driver": "warning", "cuda_runtime": "warning",
+                 "kernel": "warning", "gpu_model": "warning", "gpu_count": "warning", "rocm": "error",
+                 "cann": "error"}
+"""Severity of a version that differs across nodes (module docstring)."""
+
+
+@dataclass
+class NodeFacts:
+    """What the inventory compares of one node."""
+
+    name: str
+    file: str
+    values: dict[str, str | None]
+    gpu_ids: list[str | None]
+
+
+@dataclass
+class Inventory:
+    nodes: list[NodeFacts]
+    unreadable: list[str] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+
+
+def node_facts(doc: dict[str, Any], file: str) -> NodeFacts:
+    """Facts of one ``node check --json`` document (a live report: ``host`` present)."""
+    host = doc.get("host") or {}
+    gpus = doc.get("gpus") or []
+    names = sorted({str(g.get("name")) for g in gpus})
+    values = {
+        "driver": doc.get("driver_version"), "cuda_runtime": host.get("torch_cuda_version"),
+        "torch": host.get("torch_version"), "nccl": host.get("nccl_version"), "kernel": host.get("kernel"),
+        "gpu_model": ", ".join(names) if names else None, "gpu_count": str(len(gpus)) if gpus else None,
+        "rocm": host.get("rocm_version"), "cann": host.get("cann_version"),
+    }
+    return NodeFacts(str(host.get("hostname") or Path(file).stem), file, values,
+                     [g.get("catalog_id") or catalog_gpu_id(str(g.get("name", ""))) for g in gpus])
+
+
+def read_inventory(directory: Path) -> Inventory:
+    """Every ``*.json`` under ``directory``; files that do not parse are listed, never dropped silently."""
+    if not directory.is_dir():
+        raise SpecError(f"--inventory: {directory} is not a directory")
+    inv = Inventory([])
+    for path in sorted(directory.glob("*.json")):
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(doc, dict) or "gpus" not in doc:
+                raise ValueError("not a 'node check --json' report (no 'gpus')")
+            inv.nodes.append(node_facts(doc, path.name))
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
+            inv.unreadable.append(f"{path.name}: {str(e).splitlines()[0][:200]}")
+    if not inv.nodes:
+        raise SpecError(f"--inventory: no readable 'node check --json' files in {directory} "
+                        f"({len(inv.unreadable)} unreadable)")
+    inv.findings = sort_findings(skew_findings(inv.nodes) + _stack(inv.nodes) + _unreadable(inv))
+    return inv
+
+
+def skew_findings(nodes: list[NodeFacts]) -> list[Finding]:
+    """One finding per fact with more than one value across the nodes; the evidence lists who has which."""
+    out = []
+    for key, severity in SKEW_SEVERITY.items():
+        groups: dict[str, list[str]] = defaultdict(list)
+        for n in nodes:
+            if n.values.get(key) is not None:
+                groups[str(n.values[key])].append(n.name)
+        if len(groups) < 2:
+            continue
+        ranked = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+        ev = tuple(Evidence(key, None, f"{v}: {len(hosts)} node(s) ({', '.join(hosts[:5])}"
+                            f"{', ...' if len(hosts) > 5 else ''})") for v, hosts in ranked)
+        majority = ranked[0][0]
+        out.append(Finding(severity, f"SKEW_{key.upper()}", f"{key.replace('_', ' ')} differs across nodes: "
+                           f"{len(groups)} versions ({', '.join(v for v, _ in ranked)})", ev,
+                           f"bring the {sum(len(h) for _, h in ranked[1:])} other node(s) to the majority's {majority} "
+                           "(or drain them from multi-node jobs) before scheduling across them"))
+    return out
+
+
+def _stack(nodes: list[NodeFacts]) -> list[Finding]:
+    out = []
+    for n in nodes:
+        found = stack_findings(n.values["driver"], n.values["torch"], n.values["cuda_runtime"], n.gpu_ids,
+                               n.values["nccl"], source=n.file)
+        found += accelerator_findings(n.gpu_ids, n.values["rocm"], n.values["cann"], source=n.file)
+        for f in found:
+            out.append(Finding(f.severity, f.code, f"{n.name}: {f.title}", f.evidence, f.action, n.name))
+    return out
+
+
+def _unreadable(inv: Inventory) -> list[Finding]:
+    if not inv.unreadable:
+        return []
+    return [Finding("warning", "INVENTORY_UNREADABLE", f"{len(inv.unreadable)} inventory file(s) not read",
+                    tuple(Evidence(u.split(":", 1)[0], None, u.split(":", 1)[1].strip()) for u in inv.unreadable),
+                    "re-collect them with 'clustertwin node check --json > NODE.json'")]
