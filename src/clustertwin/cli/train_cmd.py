@@ -259,19 +259,19 @@ def scale_command(
     if json_out:
         print_json(res)
         return
+    from clustertwin.train.breakdown import STEP_GROUPS
+
     rows = []
     for p in res.points:
         e = p.estimate
         if e is None:
-            rows.append([p.gpus, "-", "-", "-", "-", "-", "-", "-", "-", p.note])
+            rows.append([p.gpus, *["-"] * (4 + len(STEP_GROUPS)), p.note])
             continue
         f = p.fractions
         rows.append([p.gpus, e.tokens_per_s, e.tokens_per_s_per_gpu, e.mfu, p.efficiency,
-                     f"{f['compute']:.0%}", f"{f['communication']:.0%}", f"{f['bubble']:.0%}",
-                     f"{f['imbalance']:.0%}", _short_layout(e.layout)])
+                     *[f"{f[g]:.0%}" for g in STEP_GROUPS], _short_layout(e.layout)])
     console.print(table(f"scaling at global batch {res.global_batch} ({res.precision})",
-                        ["GPUs", "tokens/s", "per GPU", "MFU", "eff.", "compute", "comm", "bubble",
-                         "imbal.", "layout"], rows))
+                        ["GPUs", "tokens/s", "per GPU", "MFU", "eff.", *STEP_GROUPS, "layout"], rows))
 
 
 def register(app: typer.Typer) -> None:

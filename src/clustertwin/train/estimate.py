@@ -10,11 +10,13 @@ from clustertwin.specs.calibration import Calibration
 from clustertwin.specs.cluster import ClusterSpec
 from clustertwin.specs.model import ModelSpec
 from clustertwin.specs.parallelism import ParallelismSpec
+from clustertwin.train.breakdown import BREAKDOWN_KEYS
+from clustertwin.train.hardware import hardware
 from clustertwin.train.layout import Layouts, scalar
 from clustertwin.train.memory import MemoryResult, checkpoint_bytes, memory_result
 from clustertwin.train.params import TrainParams, params_for_stack, resolve_params
 from clustertwin.train.rules import first_violation
-from clustertwin.train.step import BREAKDOWN_KEYS, evaluate_layouts, hardware
+from clustertwin.train.step import evaluate_layouts
 from clustertwin.units import GIB
 
 

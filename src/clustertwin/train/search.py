@@ -26,11 +26,12 @@ from clustertwin.specs.calibration import Calibration
 from clustertwin.specs.cluster import ClusterSpec
 from clustertwin.specs.model import ModelSpec
 from clustertwin.train.estimate import TrainEstimate, from_arrays
+from clustertwin.train.hardware import hardware
 from clustertwin.train.layout import RECOMPUTE_CODES, Layouts
 from clustertwin.train.memory import TERMS
 from clustertwin.train.params import TrainParams, params_for_stack, resolve_params
 from clustertwin.train.rules import MESSAGES, RULES, violations
-from clustertwin.train.step import evaluate_layouts, hardware
+from clustertwin.train.step import evaluate_layouts
 
 MICRO_BATCH_CHOICES = (1, 2, 4, 8, 16)
 VPP_CHOICES = (1, 2, 3, 4, 5, 6, 7, 8)
