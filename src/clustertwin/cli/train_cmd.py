@@ -18,7 +18,6 @@ from clustertwin.cli.common import (
     table,
 )
 from clustertwin.errors import SpecError
-from clustertwin.units import DAY_S, HOUR_S
 
 train_app = typer.Typer(help="LLM training: memory, step time, layout search, scaling, time-to-train.",
                         no_args_is_help=True)
@@ -70,20 +69,6 @@ def _ttt_rows(ttt) -> list[list[Any]]:
             [f"energy (MWh, PUE {ttt.pue:.2f})", ttt.energy_mwh], ["cost (USD)", ttt.cost_usd]]
 
 
-def _failure_summary(rel) -> dict[str, Any]:
-    """Failure-adjusted time-to-train from a reliability result (analytical expectation + Monte Carlo)."""
-    a = rel.analytic
-    out: dict[str, Any] = {
-        "policy": rel.policy, "checkpoint_interval_s": rel.interval_s, "ettr": a.ettr,
-        "unexpected_interruptions": a.unexpected_interruptions, "days": a.wall_s / DAY_S,
-        "gpu_hours": a.wall_s / HOUR_S * rel.gpus,
-    }
-    if rel.monte_carlo is not None:
-        wall = rel.monte_carlo.summary()["wall_s"]
-        out.update({f"days_{k}": v / DAY_S for k, v in wall.items() if k in ("p10", "p50", "p90")})
-    return out
-
-
 def _print_estimate(e, title: str) -> None:
     rows = [["layout", " ".join(f"{k}={v}" for k, v in e.layout.items())],
             ["GPUs", e.gpus], ["step time (s)", e.step_time_s], ["tokens/s", e.tokens_per_s],
@@ -117,7 +102,7 @@ def estimate_command(
     vpp: int = typer.Option(1, "--vpp", help="Virtual pipeline chunks per stage (interleaved 1F1B)."),
     micro_batch: int = typer.Option(1, "--micro-batch", help="Sequences per micro-batch."),
     recompute: str = typer.Option("none", "--recompute", help="none, selective or full."),
-    zero: int = typer.Option(1, "--zero", help="ZeRO stage (1 = distributed optimizer)."),
+    zero: int = typer.Option(None, "--zero", help="ZeRO stage (default: 1 = distributed optimizer when dp x cp > 1)."),
     sp: bool = typer.Option(None, "--sp/--no-sp", help="Sequence parallelism (default: on when tp > 1)."),
     precision: str = PrecOpt,
     tokens: float = TokensOpt,
@@ -133,47 +118,40 @@ def estimate_command(
     json_out: bool = JsonOpt,
 ) -> None:
     """Step time, MFU, throughput and memory of one layout, with breakdowns."""
-    from clustertwin.specs import ParallelismSpec, build
     from clustertwin.train import estimate, time_to_train
+    from clustertwin.train.resolve import resolve_parallelism
 
     c = load_cluster(cluster)
     m = _seq_model(model, seq_len)
     _fixed(recompute=recompute, zero=zero)
-    n = gpus or c.total_gpus
-    if dp is None:
-        if n % (tp * pp * cp):
-            raise SpecError(f"{n} GPUs are not divisible by tp x pp x cp = {tp * pp * cp}")
-        dp = n // (tp * pp * cp)
-    par = build(ParallelismSpec, {
+    par = resolve_parallelism({
         "tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "vpp": vpp, "micro_batch": micro_batch,
-        "global_batch": global_batch, "recompute": recompute, "zero": zero,
-        "sequence_parallel": (tp > 1) if sp is None else sp, "precision": precision,
-        "schedule": "interleaved" if vpp > 1 else "1f1b", "software_stack": stack})
+        "global_batch": global_batch, "recompute": recompute, "zero": zero, "sequence_parallel": sp,
+        "precision": precision, "software_stack": stack}, gpus or c.total_gpus, prefix=())
     if with_failures and not tokens:
         raise SpecError("--with-failures needs a token budget (--tokens)")
     e = estimate(m, c, par, calibration=load_calibration(calibration))
     ttt = time_to_train(e, tokens, c, usd_per_gpu_hour) if tokens else None
     rel = None
     if with_failures and ttt:
-        from clustertwin.reliability import with_failures as reliability_with_failures
-        from clustertwin.train import checkpoint_bytes
+        from clustertwin.reliability.train_run import time_to_train_with_failures
 
-        rel = reliability_with_failures(e.gpus, ttt.days * DAY_S, checkpoint_bytes(m), c,
-                                        step_time_s=e.step_time_s, async_checkpoint=async_checkpoint,
-                                        hot_spares=hot_spares, trials=trials, seed=seed)
+        rel = time_to_train_with_failures(e, tokens, c, m, usd_per_gpu_hour=usd_per_gpu_hour,
+                                          async_checkpoint=async_checkpoint, hot_spares=hot_spares,
+                                          trials=trials, seed=seed)
     if json_out:
         d = e.to_dict()
         if ttt:
             d["time_to_train"] = ttt.to_dict()
         if rel:
-            d["with_failures"] = _failure_summary(rel)
+            d["with_failures"] = rel.to_dict()
         print_json(d)
         return
     _print_estimate(e, f"{m.name or m.id or 'model'} on {c.name or c.id or 'cluster'}")
     if ttt:
         console.print(table("time to train", ["quantity", "value"], _ttt_rows(ttt)))
     if rel:
-        f = _failure_summary(rel)
+        f = rel.to_dict()
         rows = [["policy", f["policy"]], ["checkpoint interval (min)", f["checkpoint_interval_s"] / 60],
                 ["expected unexpected interruptions", f["unexpected_interruptions"]],
                 ["expected days with failures", f["days"]], ["ETTR", f["ettr"]],

@@ -41,8 +41,9 @@ class ParallelismSpec(Spec):
     """ZeRO stage over DP (1 = Megatron distributed optimizer; 3 = FSDP)."""
     precision: TrainPrecision = "bf16"
     """GEMM precision; fp8 = FP8 GEMMs with BF16 elsewhere."""
-    schedule: Literal["1f1b", "interleaved", "gpipe"] = "1f1b"
-    """Pipeline schedule (interleaved implied by vpp > 1)."""
+    schedule: Literal["1f1b", "interleaved"] | None = None
+    """Pipeline schedule: 1F1B, or interleaved 1F1B with ``vpp`` > 1 virtual chunks per stage; default
+    (None) follows ``vpp``. GPipe (all forwards, then all backwards) is not modelled."""
     software_stack: Literal["auto", "te", "legacy"] = "auto"
     """Training software: te (Megatron-Core + Transformer Engine: fused flash attention, TP communication
     overlapped with GEMMs), legacy (Megatron-LM / Megatron-DeepSpeed: unfused attention, TP communication
@@ -55,7 +56,16 @@ class ParallelismSpec(Spec):
                 f"global_batch={self.global_batch} is not divisible by micro_batch x dp = "
                 f"{self.micro_batch} x {self.dp}"
             )
+        if self.schedule == "interleaved" and self.vpp == 1:
+            raise ValueError("schedule 'interleaved' needs vpp > 1 (virtual pipeline chunks per stage)")
+        if self.schedule == "1f1b" and self.vpp > 1:
+            raise ValueError(f"schedule '1f1b' contradicts vpp={self.vpp} (vpp > 1 is the interleaved schedule)")
         return self
+
+    @property
+    def pipeline_schedule(self) -> str:
+        """The schedule the layout runs: ``interleaved`` when vpp > 1, else ``1f1b``."""
+        return "interleaved" if self.vpp > 1 else "1f1b"
 
     @property
     def gpus(self) -> int:

@@ -69,8 +69,7 @@ class Layouts:
             tp=int(self.tp[i]), pp=int(self.pp[i]), dp=int(self.dp[i]), cp=int(self.cp[i]), ep=int(self.ep[i]),
             vpp=vpp, micro_batch=int(self.mbs[i]), global_batch=global_batch,
             sequence_parallel=bool(self.sp[i]), recompute=RECOMPUTE_NAMES[int(self.recompute[i])],  # type: ignore[arg-type]
-            zero=int(self.zero[i]), precision=precision,  # type: ignore[arg-type]
-            schedule="interleaved" if vpp > 1 else "1f1b")
+            zero=int(self.zero[i]), precision=precision)  # type: ignore[arg-type]
 
     def row(self, i: int) -> dict[str, int | bool | str]:
         """Layout ``i`` as a flat dict (for tables and JSON)."""

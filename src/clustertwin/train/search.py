@@ -30,6 +30,7 @@ from clustertwin.train.hardware import hardware
 from clustertwin.train.layout import RECOMPUTE_CODES, Layouts
 from clustertwin.train.memory import TERMS
 from clustertwin.train.params import TrainParams, params_for_stack, resolve_params
+from clustertwin.train.resolve import default_sequence_parallel
 from clustertwin.train.rules import MESSAGES, RULES, violations
 from clustertwin.train.step import evaluate_layouts
 
@@ -114,7 +115,8 @@ def candidates(model: ModelSpec, gpus: int, global_batch: int, gpus_per_node: in
         dp = gpus // (tp * pp * cp)
         if "dp" in fx and int(fx["dp"]) != dp:
             continue
-        sps = [int(bool(fx["sequence_parallel"]))] if "sequence_parallel" in fx else [int(tp > 1)]
+        sps = [int(bool(fx["sequence_parallel"]))] if "sequence_parallel" in fx else \
+            [int(default_sequence_parallel(tp))]
         for ep, vpp, mbs, rc, z, sp in itertools.product(eps, vpps, mbss, rcs, zs, sps):
             rows.append((tp, pp, dp, cp, ep, vpp, mbs, rc, z, sp))
     if not rows:
