@@ -14,8 +14,9 @@ from clustertwin.train.breakdown import BREAKDOWN_KEYS
 from clustertwin.train.hardware import hardware
 from clustertwin.train.layout import Layouts, scalar
 from clustertwin.train.memory import MemoryResult, checkpoint_bytes, memory_result
-from clustertwin.train.params import TrainParams, params_for_stack, resolve_params
+from clustertwin.train.params import TrainParams, resolve_params
 from clustertwin.train.rules import first_violation
+from clustertwin.train.stack import ALIASES, resolve_stack, stack_violation
 from clustertwin.train.step import evaluate_layouts
 from clustertwin.units import GIB
 
@@ -89,7 +90,15 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, parallelism: ParallelismSpe
     count, divisibility); a layout that runs out of memory is returned with ``fits = False`` and
     ``memory.reason``."""
     p = parallelism
-    prm = params_for_stack(resolve_params(params, calibration), p.software_stack)
+    prm = resolve_params(params, calibration)
+    stack = resolve_stack(p.software_stack, cluster, prm)
+    if p.software_stack not in ("auto", *ALIASES):
+        bad_feature = stack_violation(stack, sequence_parallel=p.sequence_parallel, recompute=p.recompute,
+                                      zero=p.zero, cp=p.cp, vpp=p.vpp, precision=p.precision,
+                                      uneven=bool(p.first_stage_layers or p.last_stage_layers
+                                                  or p.embedding_in_split or p.loss_in_split))
+        if bad_feature:
+            raise SpecError(f"invalid layout: {bad_feature}", path=("parallelism", "software_stack"))
     s = seq_len or model.seq_len
     if p.gpus > cluster.total_gpus:
         raise SpecError(f"layout needs tp x pp x dp x cp = {p.gpus} GPUs; the cluster has {cluster.total_gpus}",
@@ -98,7 +107,7 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, parallelism: ParallelismSpe
     bad = first_violation(model, lay, p.global_batch, cluster.node.gpus, s)
     if bad:
         raise SpecError(f"invalid layout: {bad}", path=("parallelism",))
-    hw = hardware(cluster, p.precision, prm)
-    out = evaluate_layouts(model, cluster, lay, p.global_batch, p.precision, prm, s, calibration)
+    hw = hardware(cluster, p.precision, prm, stack)
+    out = evaluate_layouts(model, cluster, lay, p.global_batch, p.precision, prm, s, calibration, stack=stack)
     return from_arrays(out, lay, 0, global_batch=p.global_batch, seq_len=s, precision=p.precision,
                        hbm_bytes=hw.hbm_bytes, model=model)

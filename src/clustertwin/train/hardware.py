@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from clustertwin.errors import SpecError
 from clustertwin.specs.cluster import ClusterSpec
 from clustertwin.train.params import TrainParams
-from clustertwin.units import GB, TFLOP
+from clustertwin.train.stack import Stack, resolve_stack
+from clustertwin.units import GB, GIB, TFLOP
 
 
 @dataclass(frozen=True)
@@ -20,19 +21,24 @@ class Hardware:
     """Dense 16-bit peak (attention kernels), FLOP/s."""
     hbm_bytes_per_s: float
     hbm_bytes: float
+    """HBM capacity: GPU memory sizes are binary (an "80 GB" H100 or A100 holds 80 GiB; nvidia-smi reports
+    81,559 MiB on H100 SXM 80GB and 81,920 MiB on A100 80GB), so ``hbm_gb`` x 2^30 bytes."""
     flash: bool
-    """Transformer-Engine stack (flash attention, TP overlap); see ``TrainParams.te_stack_min_year``."""
+    """fused flash attention (the stack's ``flash_attention``)"""
     gpus_per_node: int
+    tp_overlap: bool = False
+    """TP communication overlapped with GEMMs (the stack's ``tp_comm_overlap``)"""
 
 
-def hardware(cluster: ClusterSpec, precision: str, params: TrainParams) -> Hardware:
-    """Peak rates of the cluster's GPU for ``precision``; SpecError if the GPU lacks that precision."""
+def hardware(cluster: ClusterSpec, precision: str, params: TrainParams, stack: Stack | None = None) -> Hardware:
+    """Peak rates of the cluster's GPU for ``precision`` and the kernels of ``stack`` (default: by GPU
+    generation); SpecError if the GPU lacks that precision."""
     gpu = cluster.node.gpu
     peak = gpu.peak_tflops(precision)
     if not peak:
         raise SpecError(f"GPU '{gpu.id or gpu.name}' has no {precision} tensor peak", path=("precision",))
     p16 = gpu.peak_tflops("bf16") or gpu.peak_tflops("fp16") or peak
-    year = gpu.release_year
-    flash = year is None or year >= params.te_stack_min_year
+    st = stack or resolve_stack("auto", cluster, params)
     return Hardware(peak_flops=peak * TFLOP, peak16_flops=p16 * TFLOP, hbm_bytes_per_s=gpu.hbm_gb_per_s * GB,
-                    hbm_bytes=gpu.hbm_bytes, flash=flash, gpus_per_node=cluster.node.gpus)
+                    hbm_bytes=gpu.hbm_gb * GIB, flash=st.flash_attention, gpus_per_node=cluster.node.gpus,
+                    tp_overlap=st.tp_comm_overlap)

@@ -1,14 +1,25 @@
 """Parallel groups of a layout: the one owner of their sizes and of where their ranks sit.
 
-Sizes: TP ``tp``, CP ``cp``, the dense gradient group DP x CP, EP ``ep`` (experts split inside DP x CP),
-expert-TP = TP, expert-DP ``dp cp / ep``, PP ``pp`` (a send/recv pair between neighbouring stages).
+Sizes: TP ``tp``, CP ``cp``, the dense gradient group DP x CP, EP ``ep`` (experts split inside DP x CP,
+Megatron-Core's MoE parallel folding), expert-TP = TP, expert-DP ``dp cp / ep``, PP ``pp``.
 
-Ranks per node follow Megatron's rank order (TP fastest, then CP and DP, then PP): a group whose members
-are ``stride`` ranks apart holds ``min(size, gpus_per_node / stride)`` of them on one node. TP is
-assumed inside a node; the pipeline pair shares a node when two whole TP x CP x DP replicas fit in one.
+**Rank order** (Megatron-Core's default ``tp-cp-ep-dp-pp``, fastest first): global rank
+``r = tp_rank + tp (cp_rank + cp (dp_rank + dp pp_rank))`` with the EP ranks the fastest part of DP, and
+GPU ``r`` on node ``r // gpus_per_node``. A group whose members are ``stride`` ranks apart and that has
+``size`` members holds
+
+    ranks per node = min(size, gpus_per_node / stride)   when stride < gpus_per_node, else 1
+
+so every group is costed with its real footprint: TP larger than a node spans ``tp / gpus_per_node``
+nodes (costed over the network, not rejected); CP (stride tp), EP (stride tp cp), the DP x CP gradient
+group (stride tp), expert-DP (stride tp ep) and PP (stride tp cp dp). A pipeline hop between stages i and
+i + 1 stays inside a node only when the whole pipe of ``pp`` stages fits in one node (``stride pp <=
+gpus_per_node``); otherwise some hop crosses the network and, since every stage waits for the slowest
+hop in the steady state, the hop is costed as a network send/recv.
+
 The collective model (:mod:`clustertwin.comm`, via :mod:`clustertwin.train.collectives`) is asked for
-each group with its size and ranks per node; :func:`placement_of` describes a group's footprint
-(nodes, leaves, pods crossed) with :func:`clustertwin.comm.placement.contiguous_placement`.
+each group with its size and ranks per node; :func:`placement_of` describes a group's footprint (nodes,
+leaves, pods crossed) with :func:`clustertwin.comm.placement.contiguous_placement`.
 """
 
 from __future__ import annotations
@@ -45,22 +56,28 @@ class Groups:
     """expert tensor parallelism (= TP)"""
 
 
+def ranks_per_node(size, stride, gpus_per_node: int):
+    """Members per node of a group of ``size`` ranks ``stride`` apart in the rank order."""
+    inner = fmax(gpus_per_node // stride, 1)
+    return where(stride < gpus_per_node, fmin(size, inner), 1)
+
+
 def groups(lay: Layouts, gpus_per_node: int) -> Groups:
     """Sizes and ranks per node of every group of ``lay`` (vectorised)."""
-    tp, cp, dp, ep = lay.tp, lay.cp, lay.dp, lay.ep
-    inner_tp = fmax(gpus_per_node // tp, 1)
+    tp, cp, dp, ep, pp = lay.tp, lay.cp, lay.dp, lay.ep, lay.pp
+    gpn = gpus_per_node
     dpcp = dp * cp
-    rpn_dpcp = fmin(inner_tp, dpcp)
     edp = fmax(dpcp // ep, 1)
-    has_pp = lay.pp > 1
+    tp_group = Group(tp, fmin(tp, gpn))
+    pp_stride = tp * cp * dp
     return Groups(
-        tp=Group(tp, tp),
-        cp=Group(cp, fmin(inner_tp, cp)),
-        dp=Group(dpcp, rpn_dpcp),
-        ep=Group(ep, fmin(inner_tp, ep)),
-        edp=Group(edp, fmin(fmax(rpn_dpcp // fmin(ep, rpn_dpcp), 1), edp)),
-        pp=Group(where(has_pp, 2, 1), where(tp * cp * dp * 2 <= gpus_per_node, 2, 1)),
-        etp=Group(tp, tp),
+        tp=tp_group,
+        cp=Group(cp, ranks_per_node(cp, tp, gpn)),
+        dp=Group(dpcp, ranks_per_node(dpcp, tp, gpn)),
+        ep=Group(ep, ranks_per_node(ep, tp * cp, gpn)),
+        edp=Group(edp, ranks_per_node(edp, tp * ep, gpn)),
+        pp=Group(where(pp > 1, 2, 1), where(pp_stride * pp <= gpn, 2, 1)),
+        etp=tp_group,
     )
 
 

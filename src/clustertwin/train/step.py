@@ -35,14 +35,15 @@ from clustertwin.train.gemm import Gemm
 from clustertwin.train.hardware import Hardware, hardware
 from clustertwin.train.layer import layer_compute, model_shape
 from clustertwin.train.layout import LAYOUT_FIELDS, RECOMPUTE_CODES, Layouts, as_float, ceil, fmax, where
-from clustertwin.train.memory import memory_breakdown
+from clustertwin.train.memory import memory_breakdown, stage_params
 from clustertwin.train.moe import ep_exposed, ffn_cost
 from clustertwin.train.optimizer import optimizer_time
 from clustertwin.train.output_layer import end_blocks
 from clustertwin.train.overlap import data_parallel_time
 from clustertwin.train.params import TrainParams
-from clustertwin.train.pipeline import FIRST, LAST, p2p_time, pipeline_time, select, stage_plan
+from clustertwin.train.pipeline import FIRST, LAST, MIDDLE, p2p_time, pipeline_time, select, stage_plan
 from clustertwin.train.placement import Group, groups
+from clustertwin.train.stack import Stack
 from clustertwin.train.stragglers import straggler_time
 from clustertwin.train.tensor_parallel import tp_exposed
 from clustertwin.units import TFLOP
@@ -71,28 +72,30 @@ class LayerTime:
 
 def evaluate_layouts(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch: int,
                      precision: str, params: TrainParams, seq_len: int | None = None,
-                     calibration: Calibration | None = None, with_memory: bool = True) -> dict[str, np.ndarray]:
+                     calibration: Calibration | None = None, with_memory: bool = True,
+                     stack: Stack | None = None) -> dict[str, np.ndarray]:
     """Step time, throughput, MFU/HFU, breakdown and memory of every layout (arrays of len(lay);
     Python floats when ``lay`` holds one scalar layout).
 
     Keys: ``step_time_s``, ``tokens_per_s``, ``mfu``, ``hfu``, ``model_tflops_per_gpu``,
     ``hardware_tflops_per_gpu``, ``bd_<term>`` for every :data:`BREAKDOWN_KEYS` (seconds per step) and,
-    with memory, ``mem_<term>`` for every :data:`MEMORY_TERMS`, ``mem_total`` (bytes) and ``fits``."""
+    with memory, ``mem_<term>`` for every :data:`MEMORY_TERMS`, ``mem_total`` (bytes) and ``fits``.
+    ``stack``: the software stack (default: by GPU generation, :func:`~clustertwin.train.stack.resolve_stack`)."""
     if not lay.is_scalar and len(lay) <= SCALAR_LOOP_MAX:
         rows = []
         for i in range(len(lay)):
             one = Layouts(*(int(getattr(lay, f)[i]) for f in LAYOUT_FIELDS))  # type: ignore[arg-type]
             rows.append(_evaluate(model, cluster, one, global_batch, precision, params, seq_len, calibration,
-                                  with_memory))
+                                  with_memory, stack))
         return {k: np.array([r[k] for r in rows]) for k in rows[0]}
-    return _evaluate(model, cluster, lay, global_batch, precision, params, seq_len, calibration, with_memory)
+    return _evaluate(model, cluster, lay, global_batch, precision, params, seq_len, calibration, with_memory, stack)
 
 
 def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch: int, precision: str,
               params: TrainParams, seq_len: int | None, calibration: Calibration | None,
-              with_memory: bool) -> dict:
+              with_memory: bool, stack: Stack | None) -> dict:
     s = seq_len or model.seq_len
-    hw = hardware(cluster, precision, params)
+    hw = hardware(cluster, precision, params, stack)
     g = Gemm(hw, params, precision)
     c = model_shape(model, s)
     pc = c.pc
@@ -136,20 +139,23 @@ def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch
     ends = end_blocks(c, lay.tp, T, g, bw, params)
     p2p_comm, p2p_host = p2p_time(lay, T, c.h, coll, grp.pp, params)
     p2p = p2p_comm + p2p_host
-    body = tuple(plan_layers * layer_time + p2p
-                 for plan_layers in (plan.first_layers, plan.middle_layers, plan.last_layers))
-    pt = pipeline_time(plan, body, ends.embedding_s, ends.logits_s)
+    pt = pipeline_time(plan, layer_time, p2p, ends.embedding_s, ends.logits_s)
     pipe = pt.pipe_s
     nodes = ceil(lay.gpus / hw.gpus_per_node)
     stragglers = straggler_time(pipe, nodes, params)
 
-    # data-parallel gradient reduction, ZeRO gathers, optimizer: on the first stage's parameters
-    lps = plan.first_layers
-    n_moe_stage = lps * c.moe_share
-    dense_local = ((lps - n_moe_stage) * pc.dense_layer + n_moe_stage * pc.moe_layer_non_expert
-                   + where(lay.pp == 1, pc.embedding + pc.output, pc.embedding)) / t
-    exp_local = n_moe_stage * pc.experts_per_layer / (lay.ep * t)
-    dpt = data_parallel_time(dense_local, exp_local, lay.zero, m, lps * lt.backward, pipe, coll, grp.dp,
+    # data-parallel gradient reduction, ZeRO gathers, optimizer: on the stage with the most parameters
+    ep = as_float(lay.ep)
+    d_f, e_f = stage_params(pc, plan, plan.first_layers, t, ep)
+    d_m, e_m = stage_params(pc, plan, plan.middle_layers, t, ep)
+    d_l, e_l = stage_params(pc, plan, plan.last_layers, t, ep)
+    d_f = d_f + where(lay.pp == 1, pc.embedding + pc.output, pc.embedding) / t
+    d_l = d_l + pc.output / t
+    n_f, n_m, n_l = d_f + e_f, where(plan.middle_stages > 0, d_m + e_m, 0.0), d_l + e_l
+    kp = where(lay.pp == 1, FIRST, where((n_m > n_f) & (n_m > n_l), MIDDLE, where(n_l > n_f, LAST, FIRST)))
+    dense_local, exp_local = select(kp, d_f, d_m, d_l), select(kp, e_f, e_m, e_l)
+    layers_p = select(kp, plan.first_layers, plan.middle_layers, plan.last_layers)
+    dpt = data_parallel_time(dense_local, exp_local, lay.zero, m, layers_p * lt.backward, pipe, coll, grp.dp,
                              grp.edp, params)
     opt = optimizer_time(dense_local + exp_local, lay.zero, grp.dp.size, bw)
     step = pipe + stragglers + dpt.dp_s + dpt.zero3_s + opt

@@ -21,6 +21,6 @@ def tp_exposed(lay: Layouts, T, h: int, passes, coll, tp_group, hw: Hardware, pa
     act_bytes = T * h * BF16_BYTES
     one = where(lay.sp > 0, coll("all_gather", act_bytes, tp_group) + coll("reduce_scatter", act_bytes, tp_group),
                 coll("all_reduce", act_bytes, tp_group))
-    hidden = params.tp_comm_overlap if hw.flash else 0.0
+    hidden = params.tp_comm_overlap if hw.tp_overlap else 0.0
     kernels = where(lay.tp > 1, 2 * KERNELS_PER_TP_COLLECTIVE * (1 + where(lay.sp > 0, 1, 0)), 0)
     return 2 * one * passes * (1.0 - hidden), kernels

@@ -20,7 +20,7 @@ from clustertwin.specs import ClusterSpec, ModelSpec, ParallelismSpec, build, lo
 from clustertwin.train.estimate import TrainEstimate, estimate
 from clustertwin.train.params import TrainParams
 from clustertwin.train.scale import time_to_train
-from clustertwin.train.search import SPEC_FIELDS, search
+from clustertwin.train.search import SPEC_FIELDS, SPLIT_FIELDS, search
 
 #: GPUs a train_run case without a GPU count is evaluated on
 DEFAULT_RUN_GPUS = 1024
@@ -91,19 +91,24 @@ def _layout_gpus(case: dict) -> int | None:
 
 def predict(model: ModelSpec, cluster: ClusterSpec, par: ParallelismSpec, gpus: int,
             params: TrainParams | None = None) -> TrainEstimate:
-    """Estimate the given layout, completing the fields it leaves out with the best fitting layout."""
+    """Estimate the given layout, completing the fields it leaves out with the best fitting layout that
+    the run's software stack can run (``par.software_stack``; by default the GPU generation's). When no
+    completion fits in memory, the fastest one that does not is returned (``fits`` False): the run was
+    measured, so it ran."""
     given = par.model_fields_set
-    if given >= SEARCH_FIELDS:
-        if par.gpus != gpus:
-            raise SpecError(f"tp x pp x dp x cp = {par.gpus} but the case has {gpus} GPUs", path=("parallelism",))
+    if par.gpus != gpus and given >= {"tp", "pp", "dp"}:
+        raise SpecError(f"tp x pp x dp x cp = {par.gpus} but the case has {gpus} GPUs", path=("parallelism",))
+    if given >= SEARCH_FIELDS - SPLIT_FIELDS and (given & SPLIT_FIELDS or par.pp == 1):
         return estimate(model, cluster, par, params=params)
     fixed = {k: getattr(par, k) for k in given if k in SEARCH_FIELDS}
     res = search(model, cluster, global_batch=par.global_batch, gpus=gpus, precision=par.precision,
-                 fixed=fixed, top=1, params=params)
-    if res.best is None:
-        why = "; ".join(f"{k}: {v}" for k, v in res.rejected.items()) or "no candidates"
-        raise SpecError(f"no layout fits on {gpus} GPUs with the given fields ({why})", path=("parallelism",))
-    return res.best
+                 fixed=fixed, top=1, params=params, software_stack=par.software_stack)
+    if res.best is not None:
+        return res.best
+    if res.fastest_oom is not None:
+        return res.fastest_oom
+    why = "; ".join(f"{k}: {v}" for k, v in res.rejected.items()) or "no candidates"
+    raise SpecError(f"no valid layout on {gpus} GPUs with the given fields ({why})", path=("parallelism",))
 
 
 def _prediction(e: TrainEstimate) -> dict[str, Any]:
