@@ -227,7 +227,7 @@ def scale_command(
     json_out: bool = JsonOpt,
 ) -> None:
     """Throughput and scaling efficiency from one node to N GPUs, with the loss attributed to
-    communication, pipeline bubble and imbalance."""
+    communication, pipeline bubble and stragglers."""
     from clustertwin.train import scale
 
     c = load_cluster(cluster)

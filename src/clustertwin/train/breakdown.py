@@ -14,8 +14,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 #: the groups ``train scale`` attributes the step to (the step terms' ``group`` metadata)
-COMPUTE, COMM, BUBBLE, IMBALANCE = "compute", "communication", "bubble", "imbalance"
-STEP_GROUPS = (COMPUTE, COMM, BUBBLE, IMBALANCE)
+COMPUTE, COMM, BUBBLE, STRAGGLERS = "compute", "communication", "bubble", "stragglers"
+STEP_GROUPS = (COMPUTE, COMM, BUBBLE, STRAGGLERS)
 
 
 def _meta(group: str, doc: str) -> dict[str, str]:
@@ -33,7 +33,7 @@ class StepBreakdown:
     ep_comm: Any = field(default=0.0, metadata=_meta(COMM, "exposed MoE dispatch/combine all-to-all"))
     pp_comm: Any = field(default=0.0, metadata=_meta(COMM, "exposed pipeline send/recv"))
     bubble: Any = field(default=0.0, metadata=_meta(BUBBLE, "pipeline fill and drain"))
-    imbalance: Any = field(default=0.0, metadata=_meta(IMBALANCE, "stragglers and jitter between synchronising ranks"))
+    stragglers: Any = field(default=0.0, metadata=_meta(STRAGGLERS, "waiting for the slowest GPU at the step's synchronisation"))
     dp_comm: Any = field(default=0.0, metadata=_meta(COMM, "exposed data-parallel gradient reduction / parameter gather"))
     zero3_gather: Any = field(default=0.0, metadata=_meta(COMM, "exposed ZeRO-3 per-micro-batch parameter gathers"))
     optimizer: Any = field(default=0.0, metadata=_meta(COMPUTE, "optimizer step (HBM-bound)"))

@@ -1,28 +1,43 @@
-"""Data-parallel gradient reduction, ZeRO parameter gathers and how much of them the backward hides.
+"""Data-parallel gradient reduction, ZeRO parameter gathers and how much of them compute hides.
 
 Per step, on the stage's local parameters (dense ones over the DP x CP group, experts over expert-DP):
+ZeRO 0 all-reduces the gradients; ZeRO 1-2 (Megatron's distributed optimizer) reduce-scatters them and
+all-gathers the updated parameters; ZeRO 3 reduce-scatters the last micro-batch's gradients.
 
-* ZeRO 0: gradient all-reduce; ZeRO 1-2: gradient reduce-scatter + parameter all-gather (Megatron's
-  distributed optimizer); ZeRO 3: the last micro-batch's gradient reduce-scatter (the earlier ones hide
-  behind later micro-batches);
-* exposed = ``max((1 - dp_overlap) t_dp, t_dp - backward of the stage's layers)`` (bucketed reduction
-  during the last backward);
-* ZeRO-3 (FSDP) gathers the weights for every micro-batch's forward and backward and reduce-scatters the
-  gradients of all but the last: ``m 2 t_ag + (m - 1) t_rs``, prefetched behind the pipeline up to
-  ``zero3_overlap``.
+**Bucket schedule** (Megatron-Core ``--overlap-grad-reduce``): the gradients are reduced in ``n`` buckets
+of ``max(40M, 1M x dp)`` parameters (Megatron-Core's default bucket size), each launched when the last
+micro-batch's backward has produced it; with the backward of the stage's layers taking ``W`` and one
+bucket's collective ``t_b`` (the collective model at the bucket's size), bucket ``i`` is ready at
+``(i + 1) W / n`` and the collectives run one after another, so after the backward
+
+    exposed = max(t_b, n t_b - W (1 - 1/n))
+
+(only the last bucket when the network keeps up). ``--overlap-param-gather`` hides the parameter
+all-gather the same way behind the next step's first forward (window: the forward of the stage's
+layers). A stack without the overlap exposes the whole collective. Hidden is not free: the collective's
+NCCL kernels occupy SMs (one per channel, up to 32 channels: about a quarter of an H100's 132 SMs) and
+HBM bandwidth while the GEMMs run, so each hidden second costs ``overlap_interference`` seconds of
+slower compute.
+
+**ZeRO-3 (FSDP)** gathers the weights for every micro-batch's forward and backward and reduce-scatters
+the gradients of all but the last: ``m 2 t_ag + (m - 1) t_rs``, prefetched behind the pipeline up to
+``zero3_overlap``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from clustertwin.train.layout import fmax, where
+from clustertwin.train.layout import as_float, ceil, fmax, where
 from clustertwin.train.params import TrainParams
 
 #: bytes of gradient communicated per parameter (16-bit reduction)
 GRAD_COMM_BYTES = 2
 #: bytes of parameters gathered per parameter (16-bit)
 PARAM_COMM_BYTES = 2
+#: Megatron-Core DDP bucket size: max(BUCKET_MIN_PARAMS, BUCKET_PARAMS_PER_DP_RANK x dp) parameters
+BUCKET_MIN_PARAMS = 40e6
+BUCKET_PARAMS_PER_DP_RANK = 1e6
 
 
 @dataclass
@@ -33,16 +48,47 @@ class DataParallelTime:
     zero3_s: object
 
 
-def data_parallel_time(dense_params, expert_params, zero, m, backward_s, pipe_s, coll, dp_group, edp_group,
-                       params: TrainParams) -> DataParallelTime:
-    """DP / ZeRO exposure of the module docstring; ``*_params`` are the stage's local parameters."""
-    gb_d, gb_e = dense_params * GRAD_COMM_BYTES, expert_params * GRAD_COMM_BYTES
-    t_ar = coll("all_reduce", gb_d, dp_group) + coll("all_reduce", gb_e, edp_group)
-    t_rs = coll("reduce_scatter", gb_d, dp_group) + coll("reduce_scatter", gb_e, edp_group)
-    t_ag = coll("all_gather", dense_params * PARAM_COMM_BYTES, dp_group) + \
-        coll("all_gather", expert_params * PARAM_COMM_BYTES, edp_group)
-    t_dp = where(zero == 0, t_ar, where(zero >= 3, t_rs, t_rs + t_ag))
-    dp_exp = fmax((1 - params.dp_overlap) * t_dp, t_dp - backward_s)
-    z3 = m * 2 * t_ag + (m - 1) * t_rs
+def bucket_exposed(n_buckets, one_bucket_s, window_s, overlapped: bool):
+    """Exposed seconds of ``n_buckets`` collectives of ``one_bucket_s`` each, the i-th launched at
+    ``(i + 1) window / n`` (module docstring); all of it when not ``overlapped``."""
+    total = n_buckets * one_bucket_s
+    if not overlapped:
+        return total
+    return fmax(one_bucket_s, total - window_s * (1.0 - 1.0 / n_buckets))
+
+
+def with_interference(exposed, total, params: TrainParams):
+    """Exposed seconds plus the compute slowdown of the hidden part (``overlap_interference``)."""
+    return exposed + params.overlap_interference * fmax(total - exposed, 0.0)
+
+
+def _buckets(local_params, dp_size):
+    size = fmax(BUCKET_MIN_PARAMS, BUCKET_PARAMS_PER_DP_RANK * as_float(dp_size))
+    return fmax(ceil(local_params / size), 1.0)
+
+
+def data_parallel_time(dense_params, expert_params, zero, m, backward_s, forward_s, pipe_s, coll, dp_group,
+                       edp_group, params: TrainParams, overlap_grad: bool,
+                       overlap_param: bool) -> DataParallelTime:
+    """DP / ZeRO exposure of the module docstring; ``*_params`` are the stage's local parameters,
+    ``backward_s`` / ``forward_s`` one micro-batch's backward / forward of the stage's layers."""
+    dp_s = 0.0
+    t_ag_all = 0.0
+    t_rs_all = 0.0
+    for n_params, group in ((dense_params, dp_group), (expert_params, edp_group)):
+        n = _buckets(n_params, group.size)
+        g_bytes = n_params * GRAD_COMM_BYTES / n
+        p_bytes = n_params * PARAM_COMM_BYTES / n
+        ar = coll("all_reduce", g_bytes, group)
+        rs = coll("reduce_scatter", g_bytes, group)
+        ag = coll("all_gather", p_bytes, group)
+        red = where(zero == 0, ar, rs)
+        grad = with_interference(bucket_exposed(n, red, backward_s, overlap_grad), n * red, params)
+        gather = where((zero >= 1) & (zero < 3),
+                       with_interference(bucket_exposed(n, ag, forward_s, overlap_param), n * ag, params), 0.0)
+        dp_s = dp_s + grad + gather
+        t_ag_all = t_ag_all + n * ag
+        t_rs_all = t_rs_all + n * rs
+    z3 = m * 2 * t_ag_all + (m - 1) * t_rs_all
     z3_exp = where(zero >= 3, fmax((1 - params.zero3_overlap) * z3, z3 - pipe_s), 0.0)
-    return DataParallelTime(dp_exp, z3_exp)
+    return DataParallelTime(dp_s, z3_exp)

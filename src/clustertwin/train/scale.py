@@ -6,7 +6,7 @@ global batch; throughput, per-GPU throughput and scaling efficiency
     efficiency(N) = (tokens/s per GPU at N) / (tokens/s per GPU at the first GPU count that fits)
 
 and the step time split into compute (GEMMs, attention, element-wise, host overhead, optimizer),
-communication (exposed TP, CP, EP, PP, DP, ZeRO-3), pipeline bubble and imbalance (stragglers), as
+communication (exposed TP, CP, EP, PP, DP, ZeRO-3), pipeline bubble and stragglers, as
 fractions of the step, so that the loss of efficiency is attributed to what grows.
 
 **Time-to-train** for a token budget D on G GPUs at throughput X tokens/s:
@@ -89,7 +89,7 @@ class ScalePoint:
     estimate: TrainEstimate | None
     efficiency: float | None
     fractions: dict[str, float] = field(default_factory=dict)
-    """Share of the step: compute, communication, bubble, imbalance."""
+    """Share of the step by group (``breakdown.STEP_GROUPS``)."""
     note: str | None = None
 
     def to_dict(self) -> dict[str, Any]:

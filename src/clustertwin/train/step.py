@@ -34,7 +34,7 @@ from clustertwin.train.collectives import collective_time
 from clustertwin.train.gemm import Gemm
 from clustertwin.train.hardware import Hardware, hardware
 from clustertwin.train.layer import layer_compute, model_shape
-from clustertwin.train.layout import LAYOUT_FIELDS, RECOMPUTE_CODES, Layouts, as_float, ceil, fmax, where
+from clustertwin.train.layout import LAYOUT_FIELDS, RECOMPUTE_CODES, Layouts, as_float, fmax, where
 from clustertwin.train.memory import memory_breakdown, stage_params
 from clustertwin.train.moe import ep_exposed, ffn_cost
 from clustertwin.train.optimizer import optimizer_time
@@ -43,7 +43,7 @@ from clustertwin.train.overlap import data_parallel_time
 from clustertwin.train.params import TrainParams
 from clustertwin.train.pipeline import FIRST, LAST, MIDDLE, p2p_time, pipeline_time, select, stage_plan
 from clustertwin.train.placement import Group, groups
-from clustertwin.train.stack import Stack
+from clustertwin.train.stack import Stack, resolve_stack
 from clustertwin.train.stragglers import straggler_time
 from clustertwin.train.tensor_parallel import tp_exposed
 from clustertwin.units import TFLOP
@@ -64,6 +64,7 @@ class LayerTime:
     gpu: object = 0.0
     host: object = 0.0
     backward: object = 0.0
+    forward: object = 0.0
     compute: object = 0.0
     tp: object = 0.0
     cp: object = 0.0
@@ -95,7 +96,8 @@ def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch
               params: TrainParams, seq_len: int | None, calibration: Calibration | None,
               with_memory: bool, stack: Stack | None) -> dict:
     s = seq_len or model.seq_len
-    hw = hardware(cluster, precision, params, stack)
+    st = stack or resolve_stack("auto", cluster, params)
+    hw = hardware(cluster, precision, params, st)
     g = Gemm(hw, params, precision)
     c = model_shape(model, s)
     pc = c.pc
@@ -127,6 +129,7 @@ def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch
         lt.gpu = lt.gpu + share * (compute + tp_layer + cp_exp + ep_exp)
         lt.host = lt.host + share * kernels * params.kernel_host_overhead_s
         lt.backward = lt.backward + share * (lc.bwd_s + core.bwd_s)
+        lt.forward = lt.forward + share * (lc.fwd_s + core.fwd_s)
         lt.compute = lt.compute + share * compute
         lt.tp = lt.tp + share * tp_layer
         lt.cp = lt.cp + share * cp_exp
@@ -141,8 +144,7 @@ def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch
     p2p = p2p_comm + p2p_host
     pt = pipeline_time(plan, layer_time, p2p, ends.embedding_s, ends.logits_s)
     pipe = pt.pipe_s
-    nodes = ceil(lay.gpus / hw.gpus_per_node)
-    stragglers = straggler_time(pipe, nodes, params)
+    stragglers = straggler_time(pipe, as_float(lay.gpus), params)
 
     # data-parallel gradient reduction, ZeRO gathers, optimizer: on the stage with the most parameters
     ep = as_float(lay.ep)
@@ -155,8 +157,8 @@ def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch
     kp = where(lay.pp == 1, FIRST, where((n_m > n_f) & (n_m > n_l), MIDDLE, where(n_l > n_f, LAST, FIRST)))
     dense_local, exp_local = select(kp, d_f, d_m, d_l), select(kp, e_f, e_m, e_l)
     layers_p = select(kp, plan.first_layers, plan.middle_layers, plan.last_layers)
-    dpt = data_parallel_time(dense_local, exp_local, lay.zero, m, layers_p * lt.backward, pipe, coll, grp.dp,
-                             grp.edp, params)
+    dpt = data_parallel_time(dense_local, exp_local, lay.zero, m, layers_p * lt.backward, layers_p * lt.forward,
+                             pipe, coll, grp.dp, grp.edp, params, st.overlap_grad_reduce, st.overlap_param_gather)
     opt = optimizer_time(dense_local + exp_local, lay.zero, grp.dp.size, bw)
     step = pipe + stragglers + dpt.dp_s + dpt.zero3_s + opt
 
@@ -172,7 +174,7 @@ def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch
         compute=m * (layers_k * lt.compute + extra_gpu),
         host_overhead=m * (layers_k * host_stall + extra - extra_gpu + p2p_host),
         tp_comm=m * layers_k * lt.tp, cp_comm=m * layers_k * lt.cp, ep_comm=m * layers_k * lt.ep,
-        pp_comm=m * p2p_comm, bubble=pt.bubble_s, imbalance=stragglers, dp_comm=dpt.dp_s,
+        pp_comm=m * p2p_comm, bubble=pt.bubble_s, stragglers=stragglers, dp_comm=dpt.dp_s,
         zero3_gather=dpt.zero3_s, optimizer=opt)
 
     gpus = as_float(lay.gpus)
