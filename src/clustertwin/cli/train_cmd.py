@@ -31,8 +31,9 @@ CalOpt = typer.Option(None, "--calibration", help="Calibration file (train: over
 TokensOpt = typer.Option(None, "--tokens", help="Token budget: adds days, GPU-hours, energy and cost.")
 PriceOpt = typer.Option(0.0, "--usd-per-gpu-hour", help="GPU rental price for the cost estimate.")
 StackOpt = typer.Option("auto", "--stack",
-                        help="Software stack: te (Megatron-Core + Transformer Engine), legacy (unfused "
-                             "attention, exposed TP comm), auto (by GPU generation).")
+                        help="Software stack of the run: megatron-2021, megatron-2022, deepspeed-2022, "
+                             "megatron-core-2024, nemo-2025, torchtitan-2025 (te = megatron-core-2024, "
+                             "legacy = megatron-2022) or auto (by GPU generation).")
 
 RECOMPUTE = ("none", "selective", "full")
 
@@ -61,6 +62,11 @@ def _short_layout(layout: dict[str, Any]) -> str:
         layout["recompute"]], f"z{layout['zero']}"]
     if layout["sequence_parallel"]:
         parts.append("sp")
+    if layout.get("first_stage_layers") or layout.get("last_stage_layers"):
+        parts.append(f"first{layout.get('first_stage_layers') or '-'}/last{layout.get('last_stage_layers') or '-'}")
+    split = [n for n, k in (("emb", "embedding_in_split"), ("loss", "loss_in_split")) if layout.get(k)]
+    if split:
+        parts.append("+".join(split) + "-in-split")
     return " ".join(parts)
 
 
@@ -70,7 +76,11 @@ def _ttt_rows(ttt) -> list[list[Any]]:
 
 
 def _print_estimate(e, title: str) -> None:
-    rows = [["layout", " ".join(f"{k}={v}" for k, v in e.layout.items())],
+    plan = e.stage_plan
+    rows = [["layout", " ".join(f"{k}={v}" for k, v in e.layout.items() if v is not None)],
+            ["software stack", e.software_stack],
+            ["stage plan (layers per stage)", f"{plan['layers_per_stage']} over {plan['stages']} stages x "
+                                              f"{plan['chunks_per_stage']} chunks"],
             ["GPUs", e.gpus], ["step time (s)", e.step_time_s], ["tokens/s", e.tokens_per_s],
             ["tokens/s per GPU", e.tokens_per_s_per_gpu], ["MFU", e.mfu], ["HFU", e.hfu],
             ["model TFLOP/s per GPU", e.model_tflops_per_gpu], ["hardware TFLOP/s per GPU", e.hardware_tflops_per_gpu],
@@ -104,6 +114,13 @@ def estimate_command(
     recompute: str = typer.Option("none", "--recompute", help="none, selective or full."),
     zero: int = typer.Option(None, "--zero", help="ZeRO stage (default: 1 = distributed optimizer when dp x cp > 1)."),
     sp: bool = typer.Option(None, "--sp/--no-sp", help="Sequence parallelism (default: on when tp > 1)."),
+    first_stage_layers: int = typer.Option(None, "--first-stage-layers",
+                                           help="Layers on the first pipeline stage (others share the rest)."),
+    last_stage_layers: int = typer.Option(None, "--last-stage-layers", help="Layers on the last pipeline stage."),
+    embedding_in_split: bool = typer.Option(False, "--embedding-in-split",
+                                            help="Count the embedding as a layer slot of the pipeline split."),
+    loss_in_split: bool = typer.Option(False, "--loss-in-split",
+                                       help="Count the output layer and loss as a layer slot of the split."),
     precision: str = PrecOpt,
     tokens: float = TokensOpt,
     usd_per_gpu_hour: float = PriceOpt,
@@ -127,7 +144,9 @@ def estimate_command(
     par = resolve_parallelism({
         "tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "vpp": vpp, "micro_batch": micro_batch,
         "global_batch": global_batch, "recompute": recompute, "zero": zero, "sequence_parallel": sp,
-        "precision": precision, "software_stack": stack}, gpus or c.total_gpus, prefix=())
+        "precision": precision, "software_stack": stack, "first_stage_layers": first_stage_layers,
+        "last_stage_layers": last_stage_layers, "embedding_in_split": embedding_in_split,
+        "loss_in_split": loss_in_split}, gpus or c.total_gpus, prefix=())
     if with_failures and not tokens:
         raise SpecError("--with-failures needs a token budget (--tokens)")
     e = estimate(m, c, par, calibration=load_calibration(calibration))

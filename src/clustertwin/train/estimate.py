@@ -42,6 +42,11 @@ class TrainEstimate:
     model_flops_per_step: float = 0.0
     checkpoint_bytes: float = 0.0
     """Weights + optimizer state of the whole model (what a checkpoint writes)."""
+    stage_plan: dict[str, Any] = field(default_factory=dict)
+    """Layers of the first, each middle and the last pipeline stage, chunks per stage, where the
+    embedding and the loss sit (:mod:`clustertwin.train.pipeline`)."""
+    software_stack: str = ""
+    """The stack the estimate assumed (:mod:`clustertwin.train.stack`)."""
 
     @property
     def memory_gib_per_gpu(self) -> float:
@@ -65,13 +70,26 @@ class TrainEstimate:
             "gpus": self.gpus, "global_batch": self.global_batch, "seq_len": self.seq_len,
             "precision": self.precision, "layout": self.layout, "breakdown": self.breakdown,
             "memory": self.memory.to_dict(), "checkpoint_gib": self.checkpoint_bytes / GIB,
+            "stage_plan": self.stage_plan, "software_stack": self.software_stack,
         }
 
 
+def _stage_plan(out: dict, lay: Layouts, i: int) -> dict[str, Any]:
+    pp, vpp = int(scalar(lay.pp, i)), int(scalar(lay.vpp, i))
+    first, last = int(scalar(out["plan_first_layers"], i)), int(scalar(out["plan_last_layers"], i))
+    mid = int(scalar(out["plan_middle_layers"], i))
+    layers = [first] if pp == 1 else [first, *([mid] * (pp - 2)), last]
+    return {"stages": pp, "chunks_per_stage": vpp, "first_stage_layers": first,
+            "middle_stage_layers": mid if pp > 2 else None, "last_stage_layers": last if pp > 1 else None,
+            "layers_per_stage": ("|".join(map(str, layers)) if pp <= 8 else f"{first}|{mid} x {pp - 2}|{last}"),
+            "embedding": "first stage", "output_and_loss": "last stage"}
+
+
 def from_arrays(out: dict, lay: Layouts, i: int, *, global_batch: int, seq_len: int, precision: str,
-                hbm_bytes: float, model: ModelSpec) -> TrainEstimate:
+                hbm_bytes: float, model: ModelSpec, stack: str = "") -> TrainEstimate:
     """The TrainEstimate of layout ``i`` of an :func:`evaluate_layouts` result."""
-    mem_arrays = {k[4:]: v for k, v in out.items() if k.startswith("mem_")}
+    mem_arrays = {k[4:]: v for k, v in out.items() if k.startswith("mem_") and k != "mem_total"}
+    mem_arrays["total"] = out["mem_total"]
     return TrainEstimate(
         step_time_s=scalar(out["step_time_s"], i), tokens_per_s=scalar(out["tokens_per_s"], i),
         mfu=scalar(out["mfu"], i), hfu=scalar(out["hfu"], i),
@@ -80,7 +98,8 @@ def from_arrays(out: dict, lay: Layouts, i: int, *, global_batch: int, seq_len: 
         gpus=int(scalar(lay.gpus, i)), global_batch=global_batch, seq_len=seq_len, precision=precision,
         layout=lay.row(i), memory=memory_result(mem_arrays, i, hbm_bytes),
         breakdown={k: scalar(out[f"bd_{k}"], i) for k in BREAKDOWN_KEYS},
-        model_flops_per_step=scalar(out["model_flops_per_step"], i), checkpoint_bytes=checkpoint_bytes(model))
+        model_flops_per_step=scalar(out["model_flops_per_step"], i), checkpoint_bytes=checkpoint_bytes(model),
+        stage_plan=_stage_plan(out, lay, i), software_stack=stack)
 
 
 def estimate(model: ModelSpec, cluster: ClusterSpec, parallelism: ParallelismSpec, *,
@@ -110,4 +129,4 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, parallelism: ParallelismSpe
     hw = hardware(cluster, p.precision, prm, stack)
     out = evaluate_layouts(model, cluster, lay, p.global_batch, p.precision, prm, s, calibration, stack=stack)
     return from_arrays(out, lay, 0, global_batch=p.global_batch, seq_len=s, precision=p.precision,
-                       hbm_bytes=hw.hbm_bytes, model=model)
+                       hbm_bytes=hw.hbm_bytes, model=model, stack=stack.name)

@@ -196,10 +196,10 @@ def search(model: ModelSpec, cluster: ClusterSpec, *, global_batch: int, gpus: i
             rejected[f"out of memory (largest term: {TERMS[int(k)]})"] += int(c)
         j = oom[np.argmax(out["tokens_per_s"][oom])]
         res.fastest_oom = from_arrays(out, valid, int(j), global_batch=global_batch, seq_len=s,
-                                      precision=precision, hbm_bytes=hw.hbm_bytes, model=model)
+                                      precision=precision, hbm_bytes=hw.hbm_bytes, model=model, stack=stack.name)
     res.rejected = dict(rejected)
     fit_idx = np.flatnonzero(fits)
     order = fit_idx[np.argsort(-out["tokens_per_s"][fit_idx], kind="stable")][:max(top, 1)]
     res.top = [from_arrays(out, valid, int(i), global_batch=global_batch, seq_len=s, precision=precision,
-                           hbm_bytes=hw.hbm_bytes, model=model) for i in order]
+                           hbm_bytes=hw.hbm_bytes, model=model, stack=stack.name) for i in order]
     return res

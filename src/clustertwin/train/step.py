@@ -190,6 +190,8 @@ def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch
         "hardware_tflops_per_gpu": hw_flops / (step * gpus) / TFLOP,
         "mfu": model_flops / (step * gpus * hw.peak_flops), "hfu": hw_flops / (step * gpus * hw.peak_flops),
         "model_flops_per_step": model_flops, "hardware_flops_per_step": hw_flops,
+        "plan_first_layers": plan.first_layers, "plan_middle_layers": plan.middle_layers,
+        "plan_last_layers": plan.last_layers,
     }
     for name, v in bd.as_dict().items():
         out[f"bd_{name}"] = v

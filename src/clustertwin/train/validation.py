@@ -6,7 +6,12 @@
   GPU count; a missing global batch is one sequence per GPU.
 * ``train_run``: model, cluster, optional parallelism, ``tokens``. Without a GPU count (no ``nodes``,
   ``gpus`` or full tp/pp/dp) the run is evaluated with the best layout search finds on
-  :data:`DEFAULT_RUN_GPUS` GPUs of the case's node.
+  :data:`DEFAULT_RUN_GPUS` GPUs of the case's node. Published GPU-hours are allocated time, so the
+  prediction is the failure-free time of the tokens at the layout's throughput divided by the ETTR of
+  the reliability model for that GPU count and its default checkpoint policy
+  (:func:`clustertwin.reliability.train_run.time_to_train_with_failures`, analytical expectation).
+
+This module is the validate runner's (it composes the training and the reliability layers).
 """
 
 from __future__ import annotations
@@ -16,10 +21,10 @@ import math
 from typing import Any
 
 from clustertwin.errors import SpecError
+from clustertwin.reliability.train_run import time_to_train_with_failures
 from clustertwin.specs import ClusterSpec, ModelSpec, ParallelismSpec, build, load
 from clustertwin.train.estimate import TrainEstimate, estimate
 from clustertwin.train.params import TrainParams
-from clustertwin.train.scale import time_to_train
 from clustertwin.train.search import SPEC_FIELDS, SPLIT_FIELDS, search
 
 #: GPUs a train_run case without a GPU count is evaluated on
@@ -138,7 +143,8 @@ def evaluate_run(case: dict) -> dict[str, Any]:
     gpus = lg or gpus or DEFAULT_RUN_GPUS
     par = _parallelism(case, gpus)
     e = predict(model, cluster, par, gpus)
-    ttt = time_to_train(e, float(tokens), cluster)
+    run = time_to_train_with_failures(e, float(tokens), cluster, model, trials=0)
     out = _prediction(e)
-    out.update({"gpu_hours": ttt.gpu_hours, "days": ttt.days, "energy_mwh": ttt.energy_mwh})
+    out.update({"gpu_hours": run.gpu_hours, "days": run.days, "energy_mwh": run.failure_free.energy_mwh,
+                "ettr": run.ettr, "failure_free_gpu_hours": run.failure_free.gpu_hours})
     return out
