@@ -110,43 +110,46 @@ OPTIONAL_FIELDS: tuple[str, ...] = ("first", "last", "emb_split", "loss_split")
 # Element-wise helpers that work on numpy arrays (search) and on Python scalars (one estimate, where
 # numpy's per-call overhead would dominate): the same model code serves both.
 
+_ND = np.ndarray
+
+
 def is_array(*xs) -> bool:
-    return any(isinstance(x, np.ndarray) for x in xs)
+    return any(isinstance(x, _ND) for x in xs)
 
 
 def fmax(a, b):
     """Element-wise maximum."""
-    if is_array(a, b):
+    if isinstance(a, _ND) or isinstance(b, _ND):
         return np.maximum(a, b)
     return a if a >= b else b
 
 
 def fmin(a, b):
     """Element-wise minimum."""
-    if is_array(a, b):
+    if isinstance(a, _ND) or isinstance(b, _ND):
         return np.minimum(a, b)
     return a if a <= b else b
 
 
 def where(cond, a, b):
     """Element-wise ``a if cond else b``."""
-    if is_array(cond, a, b):
+    if isinstance(cond, _ND) or isinstance(a, _ND) or isinstance(b, _ND):
         return np.where(cond, a, b)
     return a if cond else b
 
 
 def ceil(x):
-    return np.ceil(x) if is_array(x) else float(math.ceil(x))
+    return np.ceil(x) if isinstance(x, _ND) else float(math.ceil(x))
 
 
 def log2(x):
-    return np.log2(x) if is_array(x) else math.log2(x)
+    return np.log2(x) if isinstance(x, _ND) else math.log2(x)
 
 
 def as_float(x):
-    return x.astype(float) if is_array(x) else float(x)
+    return x.astype(float) if isinstance(x, _ND) else float(x)
 
 
 def scalar(x, i: int = 0) -> float:
     """Element ``i`` of an array, or the scalar itself."""
-    return float(x[i]) if is_array(x) and np.ndim(x) else float(x)
+    return float(x[i]) if isinstance(x, _ND) and x.ndim else float(x)
