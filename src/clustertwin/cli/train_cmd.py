@@ -267,8 +267,10 @@ def scale_command(
         f = p.fractions
         rows.append([p.gpus, e.tokens_per_s, e.tokens_per_s_per_gpu, e.mfu, p.efficiency,
                      *[f"{f[g]:.0%}" for g in STEP_GROUPS], _short_layout(e.layout)])
+    short = {"communication": "comm", "stragglers": "strag."}
     console.print(table(f"scaling at global batch {res.global_batch} ({res.precision})",
-                        ["GPUs", "tokens/s", "per GPU", "MFU", "eff.", *STEP_GROUPS, "layout"], rows))
+                        ["GPUs", "tokens/s", "per GPU", "MFU", "eff.", *(short.get(g, g) for g in STEP_GROUPS),
+                         "layout"], rows))
 
 
 def register(app: typer.Typer) -> None:
