@@ -11,6 +11,7 @@ from clustertwin import catalog, specs
 from clustertwin.errors import SpecError
 from clustertwin.specs import Calibration
 from clustertwin.train import TrainParams, estimate
+from clustertwin.train.breakdown import BREAKDOWN_KEYS
 from clustertwin.train.layout import LAYOUT_FIELDS, Layouts
 from clustertwin.train.search import candidates
 from clustertwin.train.step import SCALAR_LOOP_MAX, evaluate_layouts
@@ -40,7 +41,10 @@ def test_breakdown_adds_up_and_keys_are_complete(h100, l70):
     for k in ("step_time_s", "mfu", "hfu", "tokens_per_s", "model_tflops_per_gpu", "hardware_tflops_per_gpu",
               "memory_gib_per_gpu", "layout", "breakdown"):
         assert k in d
-    assert 0.2 < e.mfu < 0.7
+    # Llama 3 70B on H100 in BF16: published Megatron/NeMo runs reach MFU 0.38-0.50 (train_nemo.yaml,
+    # train_more.yaml); the breakdown's BREAKDOWN_KEYS are StepBreakdown's fields, in order
+    assert 0.35 < e.mfu < 0.55
+    assert tuple(e.breakdown) == BREAKDOWN_KEYS
     assert e.hfu >= e.mfu
     assert e.tokens_per_s == pytest.approx(512 * l70.seq_len / e.step_time_s)
 
@@ -84,7 +88,7 @@ def test_communication_terms_respond_to_layout(h100, l70):
     e8 = estimate(l70, h100, par(tp=8, dp=32))
     assert e8.breakdown["tp_comm"] > e1.breakdown["tp_comm"]
     z3 = estimate(l70, h100, par(zero=3))
-    assert z3.breakdown["zero3_gather"] >= 0 and z3.memory.breakdown["weights"] < e8.memory.breakdown["weights"]
+    assert z3.breakdown["zero3_gather"] > 0 and z3.memory.breakdown["weights"] < e8.memory.breakdown["weights"]
     cp = estimate(l70.model_copy(update={"seq_len": 32768}), h100, par(cp=2, dp=16, global_batch=128))
     assert cp.breakdown["cp_comm"] > 0
 

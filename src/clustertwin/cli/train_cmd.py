@@ -136,20 +136,24 @@ def estimate_command(
 ) -> None:
     """Step time, MFU, throughput and memory of one layout, with breakdowns."""
     from clustertwin.train import estimate, time_to_train
+    from clustertwin.train.params import resolve_params
     from clustertwin.train.resolve import resolve_parallelism
+    from clustertwin.train.stack import resolve_stack
 
     c = load_cluster(cluster)
     m = _seq_model(model, seq_len)
     _fixed(recompute=recompute, zero=zero)
+    cal = load_calibration(calibration)
     par = resolve_parallelism({
         "tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "vpp": vpp, "micro_batch": micro_batch,
         "global_batch": global_batch, "recompute": recompute, "zero": zero, "sequence_parallel": sp,
         "precision": precision, "software_stack": stack, "first_stage_layers": first_stage_layers,
         "last_stage_layers": last_stage_layers, "embedding_in_split": embedding_in_split,
-        "loss_in_split": loss_in_split}, gpus or c.total_gpus, prefix=())
+        "loss_in_split": loss_in_split}, gpus or c.total_gpus, prefix=(),
+        stack=resolve_stack(stack, c, resolve_params(None, cal)))
     if with_failures and not tokens:
         raise SpecError("--with-failures needs a token budget (--tokens)")
-    e = estimate(m, c, par, calibration=load_calibration(calibration))
+    e = estimate(m, c, par, calibration=cal)
     ttt = time_to_train(e, tokens, c, usd_per_gpu_hour) if tokens else None
     rel = None
     if with_failures and ttt:

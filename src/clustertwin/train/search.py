@@ -135,7 +135,7 @@ def candidates(model: ModelSpec, gpus: int, global_batch: int, gpus_per_node: in
         if "dp" in fx and int(fx["dp"]) != dp:
             continue
         sp = int(bool(fx["sequence_parallel"])) if "sequence_parallel" in fx else \
-            int(st.sequence_parallel and default_sequence_parallel(tp))
+            int(default_sequence_parallel(tp, st))
         per_replica = global_batch // dp if global_batch % dp == 0 else 0
         mbss = choice("mbs", _divisors(per_replica) if per_replica else [1])
         vmax = VPP_MAX if (st.interleaved and pp > 1) else 1
