@@ -78,10 +78,11 @@ class TrainParams:
     """Fraction of MoE all-to-all dispatch/combine hidden behind expert compute."""
     pp_overlap: float = 0.5
     """Fraction of pipeline send/recv hidden behind compute of the other micro-batches."""
-    rank_jitter_cv: float = 0.02
+    rank_jitter_cv: float = 0.025
     """Standard deviation of a GPU's step time relative to the mean (same-SKU speed variation: Sinha et
-    al. 2022 measured an 8% average range across the GPUs of a cluster, about 8 standard deviations over
-    thousands of GPUs); the step waits for the slowest GPU (:mod:`clustertwin.train.stragglers`)."""
+    al. 2022 measured an 8% average and 22% maximum range across the GPUs of a cluster, about 8 standard
+    deviations over thousands of GPUs: 1-2.8%); the step waits for the slowest GPU
+    (:mod:`clustertwin.train.stragglers`). 2.5%, fitted once to the calibration set within that range."""
     memory_reserved_gib: float = 3.0
     """Per-GPU memory the framework holds besides the model: CUDA context (~0.5 GiB), NCCL channel
     buffers and cuBLAS/cuDNN workspaces (~2.5 GiB), GiB."""

@@ -9,8 +9,9 @@ about ``sqrt(2 ln N)`` standard deviations (extreme-value asymptotics), so
 
     stragglers = pipe x rank_jitter_cv x sqrt(2 ln N)
 
-``rank_jitter_cv`` (``TrainParams``, 1%) is the spread that an 8% range over the thousands of GPUs of
-those clusters implies (a range of about 2 sqrt(2 ln N) ~ 8 sigma for N ~ 10^4). The pipelined time is
+``rank_jitter_cv`` (``TrainParams``, 2.5%) lies in the spread that the 8% average / 22% maximum ranges
+over the thousands of GPUs of those clusters imply (a range of about 2 sqrt(2 ln N) ~ 8 sigma for
+N ~ 10^4: 1-2.8%). The pipelined time is
 what the slowest GPU stretches; communication waits are already in their own terms.
 """
 
