@@ -90,19 +90,3 @@ def collective_time(cluster: ClusterSpec, op: str, nbytes, gpus, ranks_per_node,
             sel = (n == g) & (r == rpn)
             out[sel] = _interp(nb[sel], times)
     return out
-    r = np.clip(r, 1, np.maximum(n, 1))
-    pairs = np.unique(np.stack([n.reshape(-1), r.reshape(-1)]), axis=1)
-    slope_x = GRID_BYTES[-1] - GRID_BYTES[-2]
-    for g, rpn in pairs.T:
-        if g <= 1:
-            continue
-        times = _grid_times(cluster, op, int(g), int(rpn), calibration)
-        sel = (n == g) & (r == rpn)
-        x = nb[sel]
-        y = np.interp(x, GRID_BYTES, times)
-        beyond = x > GRID_BYTES[-1]
-        if np.any(beyond):
-            slope = (times[-1] - times[-2]) / slope_x
-            y = np.where(beyond, times[-1] + (x - GRID_BYTES[-1]) * slope, y)
-        out[sel] = y
-    return out
