@@ -135,3 +135,23 @@ def test_failure_adjusted_time_to_train_is_a_library_function():
     assert run.days == pytest.approx(run.failure_free.days / run.ettr, rel=0.02)
     assert run.gpu_hours == pytest.approx(run.days * 24 * e.gpus, rel=1e-9)
     assert math.isfinite(run.to_dict()["gpu_hours"])
+
+
+def test_megatron_layout_strings():
+    from clustertwin.train.layout_string import parse_pipeline_layout
+
+    # Llama 3: first and last stage one layer short; DeepSeek-V3's published 16-stage layout
+    assert parse_pipeline_layout("Et*7|(t*8|)*14t*7L", 16, 1, 126).stage_layers == (7, *[8] * 14, 7)
+    dsv3 = parse_pipeline_layout("Et*3|(tt|)*29m|L", 16, 2, 62)
+    assert (dsv3.first, dsv3.middle_max, dsv3.last) == (5, 4, 2) and sum(dsv3.stage_layers) == 62
+    for bad, match in (("Et*7|(t*8|)*14t*7", "loss"), ("Et*7|t*8L", "chunks"), ("Et*7|(t*8|*14t*7L", "missing"),
+                       ("Ex|L", "unexpected")):
+        with pytest.raises(SpecError, match=match):
+            parse_pipeline_layout(bad, 16, 1, 126)
+    m = catalog.get("model", "llama3-405b")
+    c = specs.load(specs.ClusterSpec, {"node": "hgx-h100-roce", "nodes": 2048})
+    base = dict(tp=8, pp=16, dp=128, global_batch=2048, sequence_parallel=True, zero=2)
+    by_string = estimate(m, c, specs.ParallelismSpec(**base, pipeline_layout="Et*7|(t*8|)*14t*7L"))
+    by_fields = estimate(m, c, specs.ParallelismSpec(**base, first_stage_layers=7, last_stage_layers=7))
+    assert by_string.step_time_s == pytest.approx(by_fields.step_time_s, rel=1e-12)
+    assert by_string.layout["pipeline_layout"] == "Et*7|(t*8|)*14t*7L"

@@ -121,6 +121,8 @@ def estimate_command(
                                             help="Count the embedding as a layer slot of the pipeline split."),
     loss_in_split: bool = typer.Option(False, "--loss-in-split",
                                        help="Count the output layer and loss as a layer slot of the split."),
+    pipeline_layout: str = typer.Option(None, "--pipeline-layout",
+                                        help="Megatron layout string, e.g. 'Et*7|(t*8|)*14t*7L'."),
     precision: str = PrecOpt,
     tokens: float = TokensOpt,
     usd_per_gpu_hour: float = PriceOpt,
@@ -149,7 +151,7 @@ def estimate_command(
         "global_batch": global_batch, "recompute": recompute, "zero": zero, "sequence_parallel": sp,
         "precision": precision, "software_stack": stack, "first_stage_layers": first_stage_layers,
         "last_stage_layers": last_stage_layers, "embedding_in_split": embedding_in_split,
-        "loss_in_split": loss_in_split}, gpus or c.total_gpus, prefix=(),
+        "loss_in_split": loss_in_split, "pipeline_layout": pipeline_layout}, gpus or c.total_gpus, prefix=(),
         stack=resolve_stack(stack, c, resolve_params(None, cal)))
     if with_failures and not tokens:
         raise SpecError("--with-failures needs a token budget (--tokens)")

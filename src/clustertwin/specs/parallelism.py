@@ -47,6 +47,11 @@ class ParallelismSpec(Spec):
     (``account_for_embedding_in_pipeline_split``): the first stage gets one layer fewer."""
     loss_in_split: bool = False
     """The output layer and loss count as one slot (``account_for_loss_in_pipeline_split``)."""
+    pipeline_layout: str | None = None
+    """A Megatron-Core pipeline layout string (``--pipeline-model-parallel-layout``), e.g.
+    ``Et*7|(t*8|)*14t*7L``: ``pp x vpp`` chunks separated by ``|`` of ``E`` (embedding), ``t`` (layer),
+    ``m`` (MTP layer), ``L`` (loss), with ``*N`` repeats and parentheses. An alternative to the
+    other stage-plan fields."""
     zero: Literal[0, 1, 2, 3] = 0
     """ZeRO stage over DP (1 = Megatron distributed optimizer; 3 = FSDP)."""
     precision: TrainPrecision = "bf16"
@@ -70,6 +75,9 @@ class ParallelismSpec(Spec):
             )
         if (self.first_stage_layers or self.last_stage_layers) and (self.embedding_in_split or self.loss_in_split):
             raise ValueError("first/last_stage_layers and embedding/loss_in_split are alternatives; give one")
+        if self.pipeline_layout and (self.first_stage_layers or self.last_stage_layers or self.embedding_in_split
+                                     or self.loss_in_split):
+            raise ValueError("pipeline_layout replaces first/last_stage_layers and embedding/loss_in_split; give one")
         if self.schedule == "interleaved" and self.vpp == 1:
             raise ValueError("schedule 'interleaved' needs vpp > 1 (virtual pipeline chunks per stage)")
         if self.schedule == "1f1b" and self.vpp > 1:

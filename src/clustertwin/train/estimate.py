@@ -13,6 +13,7 @@ from clustertwin.specs.parallelism import ParallelismSpec
 from clustertwin.train.breakdown import BREAKDOWN_KEYS
 from clustertwin.train.hardware import hardware
 from clustertwin.train.layout import Layouts, scalar
+from clustertwin.train.layout_string import parse_pipeline_layout
 from clustertwin.train.memory import MemoryResult, checkpoint_bytes, memory_result
 from clustertwin.train.params import TrainParams, resolve_params
 from clustertwin.train.rules import first_violation
@@ -114,7 +115,7 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, parallelism: ParallelismSpe
     if p.software_stack not in ("auto", *ALIASES):
         bad_feature = stack_violation(stack, sequence_parallel=p.sequence_parallel, recompute=p.recompute,
                                       zero=p.zero, cp=p.cp, vpp=p.vpp, precision=p.precision,
-                                      uneven=bool(p.first_stage_layers or p.last_stage_layers
+                                      uneven=bool(p.first_stage_layers or p.last_stage_layers or p.pipeline_layout
                                                   or p.embedding_in_split or p.loss_in_split))
         if bad_feature:
             raise SpecError(f"invalid layout: {bad_feature}", path=("parallelism", "software_stack"))
@@ -123,10 +124,16 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, parallelism: ParallelismSpe
         raise SpecError(f"layout needs tp x pp x dp x cp = {p.gpus} GPUs; the cluster has {cluster.total_gpus}",
                         path=("parallelism",))
     lay = Layouts.from_spec(p)
+    if p.pipeline_layout:
+        parsed = parse_pipeline_layout(p.pipeline_layout, p.pp, p.vpp, model.layers)
+        lay.first, lay.last, lay.mid, lay.from_string = parsed.first, parsed.last, parsed.middle_max, 1
     bad = first_violation(model, lay, p.global_batch, cluster.node.gpus, s)
     if bad:
         raise SpecError(f"invalid layout: {bad}", path=("parallelism",))
     hw = hardware(cluster, p.precision, prm, stack)
     out = evaluate_layouts(model, cluster, lay, p.global_batch, p.precision, prm, s, calibration, stack=stack)
-    return from_arrays(out, lay, 0, global_batch=p.global_batch, seq_len=s, precision=p.precision,
-                       hbm_bytes=hw.hbm_bytes, model=model, stack=stack.name)
+    est = from_arrays(out, lay, 0, global_batch=p.global_batch, seq_len=s, precision=p.precision,
+                      hbm_bytes=hw.hbm_bytes, model=model, stack=stack.name)
+    if p.pipeline_layout:
+        est.layout["pipeline_layout"] = p.pipeline_layout
+    return est

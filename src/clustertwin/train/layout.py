@@ -41,6 +41,10 @@ class Layouts:
     ``account_for_embedding_in_pipeline_split``)"""
     loss_split: np.ndarray | int = 0
     """1: the output layer and loss count as one slot (``account_for_loss_in_pipeline_split``)"""
+    mid: np.ndarray | int = 0
+    """layers of the busiest middle stage of a layout string (with ``from_string``)"""
+    from_string: np.ndarray | int = 0
+    """1: ``first``, ``mid`` and ``last`` come from a parsed pipeline layout string"""
 
     def __post_init__(self) -> None:
         if isinstance(self.tp, np.ndarray):
@@ -104,7 +108,7 @@ class Layouts:
 
 LAYOUT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Layouts))
 #: the stage-plan columns, which default to the balanced split
-OPTIONAL_FIELDS: tuple[str, ...] = ("first", "last", "emb_split", "loss_split")
+OPTIONAL_FIELDS: tuple[str, ...] = ("first", "last", "emb_split", "loss_split", "mid", "from_string")
 
 
 # Element-wise helpers that work on numpy arrays (search) and on Python scalars (one estimate, where

@@ -7,6 +7,8 @@
 * explicit (Megatron ``--decoder-first/last-pipeline-num-layers``): the first and/or last stage hold the
   given layers, the other stages share the rest evenly (it must divide, and with v chunks every stage's
   layers must divide by v);
+* a Megatron layout string (``parallelism.pipeline_layout``, :mod:`layout_string`): the layers it puts
+  on each stage;
 * balanced (default): ``S = L + e + l`` slots (``e``/``l`` = 1 when the embedding / the loss count as a
   slot: ``account_for_embedding_in_pipeline_split`` / ``account_for_loss_in_pipeline_split``) over the
   ``p v`` chunks, chunk ``j`` (on stage ``j mod p``) taking ``floor(S / p v)`` and the first
@@ -101,14 +103,15 @@ def stage_plan(model: ModelSpec, lay: Layouts, global_batch: int) -> StagePlan:
     e_ok = e_ok & ((v == 1) | ((e_first % v == 0) & (e_last % v == 0) & (each % v == 0)))
     explicit = has_f | has_l
     single = p == 1
-    first = where(single, float(L), where(explicit, e_first, b_first))
-    last = where(single, float(L), where(explicit, e_last, b_last))
-    middle = where(explicit, each, b_mid)
+    s_str = lay.from_string > 0  # a parsed layout string (checked when parsed)
+    first = where(single, float(L), where(s_str, lay.first, where(explicit, e_first, b_first)))
+    last = where(single, float(L), where(s_str, lay.last, where(explicit, e_last, b_last)))
+    middle = where(s_str, lay.mid, where(explicit, each, b_mid))
+    ok = where(s_str, True, where(explicit, e_ok, b_ok))
     return StagePlan(pp=p, vpp=v, first_layers=first, middle_layers=middle, last_layers=last,
                      middle_total_layers=where(single, 0.0, L - first - last), middle_stages=fmax(p - 2, 0),
                      microbatches=m, moe_share=model.n_moe_layers / model.layers,
-                     valid=where(single, slots - lay.emb_split - lay.loss_split >= 1, where(explicit, e_ok, b_ok))
-                     & (pf >= 1))
+                     valid=where(single, slots - lay.emb_split - lay.loss_split >= 1, ok) & (pf >= 1))
 
 
 def p2p_time(lay: Layouts, T, h: int, coll, pp_group, params: TrainParams):

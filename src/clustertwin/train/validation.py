@@ -103,7 +103,7 @@ def predict(model: ModelSpec, cluster: ClusterSpec, par: ParallelismSpec, gpus: 
     given = par.model_fields_set
     if par.gpus != gpus and given >= {"tp", "pp", "dp"}:
         raise SpecError(f"tp x pp x dp x cp = {par.gpus} but the case has {gpus} GPUs", path=("parallelism",))
-    if given >= SEARCH_FIELDS - SPLIT_FIELDS and (given & SPLIT_FIELDS or par.pp == 1):
+    if given >= SEARCH_FIELDS - SPLIT_FIELDS and (given & SPLIT_FIELDS or par.pp == 1 or par.pipeline_layout):
         return estimate(model, cluster, par, params=params)
     fixed = {k: getattr(par, k) for k in given if k in SEARCH_FIELDS}
     res = search(model, cluster, global_batch=par.global_batch, gpus=gpus, precision=par.precision,
