@@ -28,8 +28,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from clustertwin.train.layout import as_float, ceil, fmax, where
+from clustertwin.train.layout import Layouts, as_float, ceil, fmax, where
+from clustertwin.train.memory import stage_params
 from clustertwin.train.params import TrainParams
+from clustertwin.train.pipeline import FIRST, LAST, MIDDLE, StagePlan, select
 
 #: bytes of gradient communicated per parameter (16-bit reduction)
 GRAD_COMM_BYTES = 2
@@ -65,6 +67,21 @@ def with_interference(exposed, total, params: TrainParams):
 def _buckets(local_params, dp_size):
     size = fmax(BUCKET_MIN_PARAMS, BUCKET_PARAMS_PER_DP_RANK * as_float(dp_size))
     return fmax(ceil(local_params / size), 1.0)
+
+
+def largest_stage(pc, plan: StagePlan, lay: Layouts):
+    """Local dense and expert parameters and layers of the stage plan's stage with the most parameters
+    (first: + embedding, last: + output layer; one stage: both): its reduction finishes last."""
+    t, ep = as_float(lay.tp), as_float(lay.ep)
+    d_f, e_f = stage_params(pc, plan, plan.first_layers, t, ep)
+    d_m, e_m = stage_params(pc, plan, plan.middle_layers, t, ep)
+    d_l, e_l = stage_params(pc, plan, plan.last_layers, t, ep)
+    d_f = d_f + where(lay.pp == 1, pc.embedding + pc.output, pc.embedding) / t
+    d_l = d_l + pc.output / t
+    n_f, n_m, n_l = d_f + e_f, where(plan.middle_stages > 0, d_m + e_m, 0.0), d_l + e_l
+    k = where(lay.pp == 1, FIRST, where((n_m > n_f) & (n_m > n_l), MIDDLE, where(n_l > n_f, LAST, FIRST)))
+    return select(k, d_f, d_m, d_l), select(k, e_f, e_m, e_l), select(k, plan.first_layers, plan.middle_layers,
+                                                                       plan.last_layers)
 
 
 def data_parallel_time(dense_params, expert_params, zero, m, backward_s, forward_s, pipe_s, coll, dp_group,

@@ -35,13 +35,13 @@ from clustertwin.train.gemm import Gemm
 from clustertwin.train.hardware import Hardware, hardware
 from clustertwin.train.layer import layer_compute, model_shape
 from clustertwin.train.layout import LAYOUT_FIELDS, RECOMPUTE_CODES, Layouts, as_float, fmax, where
-from clustertwin.train.memory import memory_breakdown, stage_params
+from clustertwin.train.memory import memory_breakdown
 from clustertwin.train.moe import ep_exposed, ffn_cost
 from clustertwin.train.optimizer import optimizer_time
 from clustertwin.train.output_layer import end_blocks
-from clustertwin.train.overlap import data_parallel_time
+from clustertwin.train.overlap import data_parallel_time, largest_stage
 from clustertwin.train.params import TrainParams
-from clustertwin.train.pipeline import FIRST, LAST, MIDDLE, p2p_time, pipeline_time, select, stage_plan
+from clustertwin.train.pipeline import FIRST, LAST, p2p_time, pipeline_time, select, stage_plan
 from clustertwin.train.placement import Group, groups
 from clustertwin.train.stack import Stack, resolve_stack
 from clustertwin.train.stragglers import straggler_time
@@ -101,7 +101,6 @@ def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch
     g = Gemm(hw, params, precision)
     c = model_shape(model, s)
     pc = c.pc
-    t = as_float(lay.tp)
     T = lay.mbs * (s / lay.cp)  # local tokens of the micro-batch
     bw = hw.hbm_bytes_per_s * params.hbm_efficiency
     grp = groups(lay, hw.gpus_per_node)
@@ -147,16 +146,7 @@ def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch
     stragglers = straggler_time(pipe, as_float(lay.gpus), params)
 
     # data-parallel gradient reduction, ZeRO gathers, optimizer: on the stage with the most parameters
-    ep = as_float(lay.ep)
-    d_f, e_f = stage_params(pc, plan, plan.first_layers, t, ep)
-    d_m, e_m = stage_params(pc, plan, plan.middle_layers, t, ep)
-    d_l, e_l = stage_params(pc, plan, plan.last_layers, t, ep)
-    d_f = d_f + where(lay.pp == 1, pc.embedding + pc.output, pc.embedding) / t
-    d_l = d_l + pc.output / t
-    n_f, n_m, n_l = d_f + e_f, where(plan.middle_stages > 0, d_m + e_m, 0.0), d_l + e_l
-    kp = where(lay.pp == 1, FIRST, where((n_m > n_f) & (n_m > n_l), MIDDLE, where(n_l > n_f, LAST, FIRST)))
-    dense_local, exp_local = select(kp, d_f, d_m, d_l), select(kp, e_f, e_m, e_l)
-    layers_p = select(kp, plan.first_layers, plan.middle_layers, plan.last_layers)
+    dense_local, exp_local, layers_p = largest_stage(pc, plan, lay)
     dpt = data_parallel_time(dense_local, exp_local, lay.zero, m, layers_p * lt.backward, layers_p * lt.forward,
                              pipe, coll, grp.dp, grp.edp, params, st.overlap_grad_reduce, st.overlap_param_gather)
     opt = optimizer_time(dense_local + exp_local, lay.zero, grp.dp.size, bw)
