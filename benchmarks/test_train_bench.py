@@ -1,9 +1,12 @@
-"""Performance targets (issue 4): one training estimate <= 1 ms median; the full layout search for
-Llama-3-405B on 16,384 H100 GPUs with a global batch of 2,048 sequences of 8,192 tokens <= 5 s on one core."""
+"""Performance targets of the training model (issues 23 and 13), CPU time on one core:
+
+* one training estimate (Llama-3-405B, tp8 pp16 dp8 on ref-1k-h100) <= 0.3 ms;
+* the full layout search for Llama-3-405B on 16,384 H100 GPUs (global batch 2,048 sequences of 8,192
+  tokens) <= 1 s, reporting the number of layouts evaluated.
+"""
 
 from __future__ import annotations
 
-import statistics
 import time
 
 import pytest
@@ -11,8 +14,8 @@ import pytest
 from clustertwin import catalog, specs
 from clustertwin.train import estimate, search
 
-ESTIMATE_TARGET_S = 1e-3
-SEARCH_TARGET_S = 5.0
+ESTIMATE_TARGET_S = 0.3e-3
+SEARCH_TARGET_S = 1.0
 
 
 @pytest.fixture(scope="module")
@@ -26,27 +29,26 @@ def setup():
     return model, big, ref, par
 
 
-def test_one_estimate_under_1ms(benchmark, setup):
+def test_one_estimate_under_0_3ms(benchmark, setup):
     model, _, ref, par = setup
     e = benchmark(estimate, model, ref, par)
     assert e.step_time_s > 0
-    times = []
-    for _ in range(200):
-        t = time.perf_counter()
+    n = 1000
+    wall, cpu = time.perf_counter(), time.process_time()
+    for _ in range(n):
         estimate(model, ref, par)
-        times.append(time.perf_counter() - t)
-    med = statistics.median(times)
-    print(f"\none estimate: median {med * 1e3:.3f} ms")
-    assert med <= ESTIMATE_TARGET_S
+    wall, cpu = (time.perf_counter() - wall) / n, (time.process_time() - cpu) / n
+    print(f"\none estimate: {wall * 1e3:.3f} ms wall, {cpu * 1e3:.3f} ms CPU")
+    assert cpu <= ESTIMATE_TARGET_S
 
 
-def test_full_search_405b_16k_gpus_under_5s(benchmark, setup):
+def test_full_search_405b_16k_gpus_under_1s(benchmark, setup):
     model, big, _, _ = setup
     res = benchmark.pedantic(search, args=(model, big), kwargs={"global_batch": 2048}, rounds=1, iterations=1)
     assert res.best is not None and res.best.gpus == 16384
-    t = time.perf_counter()
+    wall, cpu = time.perf_counter(), time.process_time()
     res = search(model, big, global_batch=2048)
-    elapsed = time.perf_counter() - t
-    print(f"\nsearch: {res.evaluated:,} layouts ({res.valid:,} valid, {res.fitting:,} fit) in {elapsed:.2f} s; "
-          f"best {res.best.layout} MFU {res.best.mfu:.3f}")
-    assert elapsed <= SEARCH_TARGET_S
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    print(f"\nsearch: {res.evaluated:,} layouts evaluated ({res.valid:,} valid, {res.fitting:,} fit) in {wall:.2f} s "
+          f"wall, {cpu:.2f} s CPU; best {res.best.layout} MFU {res.best.mfu:.3f}")
+    assert cpu <= SEARCH_TARGET_S

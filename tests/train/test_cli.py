@@ -67,3 +67,27 @@ def test_calibration_file_overrides_train_parameters(cli, tmp_path):
     cal.write_text("train: {gemm_eficiency: 0.45}\n", encoding="utf-8")
     bad = cli(*args, "--calibration", str(cal))
     assert bad.code == 2 and "did you mean 'gemm_efficiency'" in bad.stderr
+
+
+def test_estimate_prints_the_stage_plan_and_the_stack(cli):
+    r = cli("train", "estimate", "--cluster", "llama3-16k-h100-roce", "--model", "llama3-405b", "--global-batch",
+            "2048", "--tp", "8", "--pp", "16", "--vpp", "8", "--embedding-in-split", "--loss-in-split", "--json")
+    assert r.code == 0, r.stderr
+    import json
+
+    d = json.loads(r.stdout)
+    assert d["stage_plan"]["layers_per_stage"] == "7|8 x 14|7" and d["software_stack"] == "megatron-core-2024"
+    assert d["layout"]["zero"] == 1 and d["layout"]["sequence_parallel"]  # the resolver's defaults
+
+
+def test_stack_without_the_feature_is_a_clear_error(cli):
+    r = cli("train", "estimate", "--model", "llama3-8b", "--global-batch", "1024", "--tp", "2", "--sp", "--stack",
+            "deepspeed-2022")
+    assert r.code == 2 and "has no sequence parallelism" in r.stderr and "Traceback" not in r.stderr
+    # without --sp the defaults follow the stack: no sequence parallelism
+    r = cli("train", "estimate", "--model", "llama3-8b", "--global-batch", "1024", "--tp", "2", "--stack",
+            "deepspeed-2022", "--json")
+    assert r.code == 0, r.stderr
+    assert '"sequence_parallel": false' in r.stdout
+    r = cli("train", "estimate", "--model", "llama3-8b", "--global-batch", "1024", "--stack", "megatron-2023")
+    assert r.code == 2 and "did you mean" in r.stderr

@@ -27,3 +27,16 @@ def test_single_rank_groups_are_free_and_arrays_mix_groups():
     t = collective_time(c, "all_reduce", np.array([1e8, 1e8, 1e8]), np.array([1, 8, 64]), np.array([1, 8, 8]))
     assert t[0] == 0 and 0 < t[1] < t[2]
     assert collective_time(c, "all_reduce", 1e8, 1, 1) == 0.0
+
+
+def test_grid_cache_is_keyed_by_value():
+    from clustertwin import specs
+    from clustertwin.train import collectives
+
+    a = specs.load(specs.ClusterSpec, {"node": "dgx-h100", "nodes": 4})
+    b = specs.load(specs.ClusterSpec, {"node": "dgx-h100", "nodes": 4})
+    slow = specs.load(specs.ClusterSpec, {"node": "dgx-h100", "nodes": 4, "network": {"fabric": "ib-hdr"}})
+    assert a is not b
+    t_a = collectives._grid_times(a, "all_reduce", 16, 8, None)
+    assert collectives._grid_times(b, "all_reduce", 16, 8, None) is t_a  # equal specs share the entry
+    assert collectives._grid_times(slow, "all_reduce", 16, 8, None)[-1] > t_a[-1]

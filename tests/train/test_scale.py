@@ -20,7 +20,7 @@ def test_scaling_efficiency_and_attribution():
     assert pts[-1].estimate.tokens_per_s > 8 * pts[0].estimate.tokens_per_s
     for p in pts:
         assert sum(p.fractions.values()) == pytest.approx(1.0)
-    # the lost efficiency shows up as communication, bubble or imbalance
+    # the lost efficiency shows up as communication, bubble or stragglers
     lost = 1 - pts[-1].fractions["compute"]
     assert lost > 1 - pts[0].fractions["compute"]
 

@@ -11,6 +11,7 @@ from clustertwin import catalog, specs
 from clustertwin.errors import SpecError
 from clustertwin.specs import Calibration
 from clustertwin.train import TrainParams, estimate
+from clustertwin.train.breakdown import BREAKDOWN_KEYS
 from clustertwin.train.layout import LAYOUT_FIELDS, Layouts
 from clustertwin.train.search import candidates
 from clustertwin.train.step import SCALAR_LOOP_MAX, evaluate_layouts
@@ -40,7 +41,10 @@ def test_breakdown_adds_up_and_keys_are_complete(h100, l70):
     for k in ("step_time_s", "mfu", "hfu", "tokens_per_s", "model_tflops_per_gpu", "hardware_tflops_per_gpu",
               "memory_gib_per_gpu", "layout", "breakdown"):
         assert k in d
-    assert 0.2 < e.mfu < 0.7
+    # Llama 3 70B on H100 in BF16: published Megatron/NeMo runs reach MFU 0.38-0.50 (train_nemo.yaml,
+    # train_more.yaml); the breakdown's BREAKDOWN_KEYS are StepBreakdown's fields, in order
+    assert 0.35 < e.mfu < 0.55
+    assert tuple(e.breakdown) == BREAKDOWN_KEYS
     assert e.hfu >= e.mfu
     assert e.tokens_per_s == pytest.approx(512 * l70.seq_len / e.step_time_s)
 
@@ -52,7 +56,7 @@ def test_bubble_is_p_minus_1_over_m_v_of_the_pipelined_time(h100, l70):
         e = estimate(l70, h100, par(pp=8, dp=16, vpp=vpp))
         m = 512 // 16
         steady = sum(v for k, v in e.breakdown.items()
-                     if k not in ("bubble", "imbalance", "dp_comm", "zero3_gather", "optimizer"))
+                     if k not in ("bubble", "stragglers", "dp_comm", "zero3_gather", "optimizer"))
         ratio = e.breakdown["bubble"] / steady
         assert 0.85 * 7 / (m * vpp) < ratio < 7 / (m * vpp)
 
@@ -84,20 +88,20 @@ def test_communication_terms_respond_to_layout(h100, l70):
     e8 = estimate(l70, h100, par(tp=8, dp=32))
     assert e8.breakdown["tp_comm"] > e1.breakdown["tp_comm"]
     z3 = estimate(l70, h100, par(zero=3))
-    assert z3.breakdown["zero3_gather"] >= 0 and z3.memory.breakdown["weights"] < e8.memory.breakdown["weights"]
+    assert z3.breakdown["zero3_gather"] > 0 and z3.memory.breakdown["weights"] < e8.memory.breakdown["weights"]
     cp = estimate(l70.model_copy(update={"seq_len": 32768}), h100, par(cp=2, dp=16, global_batch=128))
     assert cp.breakdown["cp_comm"] > 0
 
 
-def test_straggler_term_grows_with_log_of_nodes(l70):
-    vals = []
+def test_straggler_term_is_the_expected_slowest_of_the_gpus(l70):
+    """stragglers = pipelined time x rank_jitter_cv x sqrt(2 ln N) over the N GPUs that synchronise."""
+    cv = TrainParams().rank_jitter_cv
     for nodes in (16, 64):
         c = specs.load(specs.ClusterSpec, {"node": "dgx-h100", "nodes": nodes})
         e = estimate(l70, c, par(dp=nodes * 8 // 32, global_batch=nodes * 8))
-        vals.append(e.breakdown["imbalance"] / (e.step_time_s - e.breakdown["imbalance"]))
-    p = TrainParams().straggler_per_doubling
-    assert vals[1] > vals[0]
-    assert vals[1] - vals[0] == pytest.approx(p * math.log2(4), rel=0.2)
+        b = e.breakdown
+        pipe = sum(v for k, v in b.items() if k not in ("stragglers", "dp_comm", "zero3_gather", "optimizer"))
+        assert b["stragglers"] == pytest.approx(pipe * cv * math.sqrt(2 * math.log(nodes * 8)), rel=1e-9)
 
 
 def test_moe_layout_has_expert_all_to_all(h100):
@@ -119,8 +123,15 @@ def test_invalid_layouts_raise_spec_errors(h100, l70):
         estimate(l70, h100, par(tp=3, dp=1, pp=1, global_batch=4))
     with pytest.raises(SpecError, match="GPUs"):
         estimate(l70, h100, par(dp=64))
-    with pytest.raises(SpecError, match="tensor parallelism larger"):
-        estimate(l70, h100, par(tp=16, dp=16))
+
+
+def test_tp_across_two_nodes_is_costed_over_the_network(h100, l70):
+    """TP16 over two 8-GPU nodes (measured in published A100 studies) runs, with its collectives on the
+    network: much more exposed TP time per layer than TP8 inside the node."""
+    t8 = estimate(l70, h100, par(tp=8, dp=32, pp=4))
+    t16 = estimate(l70, h100, par(tp=16, dp=16, pp=4))
+    assert t16.breakdown["tp_comm"] > 2 * t8.breakdown["tp_comm"]
+    assert t16.step_time_s > t8.step_time_s
 
 
 def test_fp8_is_faster_than_bf16_but_not_twice(h100, l70):

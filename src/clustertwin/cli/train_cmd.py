@@ -18,7 +18,6 @@ from clustertwin.cli.common import (
     table,
 )
 from clustertwin.errors import SpecError
-from clustertwin.units import DAY_S, HOUR_S
 
 train_app = typer.Typer(help="LLM training: memory, step time, layout search, scaling, time-to-train.",
                         no_args_is_help=True)
@@ -32,8 +31,9 @@ CalOpt = typer.Option(None, "--calibration", help="Calibration file (train: over
 TokensOpt = typer.Option(None, "--tokens", help="Token budget: adds days, GPU-hours, energy and cost.")
 PriceOpt = typer.Option(0.0, "--usd-per-gpu-hour", help="GPU rental price for the cost estimate.")
 StackOpt = typer.Option("auto", "--stack",
-                        help="Software stack: te (Megatron-Core + Transformer Engine), legacy (unfused "
-                             "attention, exposed TP comm), auto (by GPU generation).")
+                        help="Software stack of the run: megatron-2021, megatron-2022, deepspeed-2022, "
+                             "megatron-core-2024, nemo-2025, torchtitan-2025 (te = megatron-core-2024, "
+                             "legacy = megatron-2022) or auto (by GPU generation).")
 
 RECOMPUTE = ("none", "selective", "full")
 
@@ -62,6 +62,11 @@ def _short_layout(layout: dict[str, Any]) -> str:
         layout["recompute"]], f"z{layout['zero']}"]
     if layout["sequence_parallel"]:
         parts.append("sp")
+    if layout.get("first_stage_layers") or layout.get("last_stage_layers"):
+        parts.append(f"first{layout.get('first_stage_layers') or '-'}/last{layout.get('last_stage_layers') or '-'}")
+    split = [n for n, k in (("emb", "embedding_in_split"), ("loss", "loss_in_split")) if layout.get(k)]
+    if split:
+        parts.append("+".join(split) + "-in-split")
     return " ".join(parts)
 
 
@@ -70,22 +75,12 @@ def _ttt_rows(ttt) -> list[list[Any]]:
             [f"energy (MWh, PUE {ttt.pue:.2f})", ttt.energy_mwh], ["cost (USD)", ttt.cost_usd]]
 
 
-def _failure_summary(rel) -> dict[str, Any]:
-    """Failure-adjusted time-to-train from a reliability result (analytical expectation + Monte Carlo)."""
-    a = rel.analytic
-    out: dict[str, Any] = {
-        "policy": rel.policy, "checkpoint_interval_s": rel.interval_s, "ettr": a.ettr,
-        "unexpected_interruptions": a.unexpected_interruptions, "days": a.wall_s / DAY_S,
-        "gpu_hours": a.wall_s / HOUR_S * rel.gpus,
-    }
-    if rel.monte_carlo is not None:
-        wall = rel.monte_carlo.summary()["wall_s"]
-        out.update({f"days_{k}": v / DAY_S for k, v in wall.items() if k in ("p10", "p50", "p90")})
-    return out
-
-
 def _print_estimate(e, title: str) -> None:
-    rows = [["layout", " ".join(f"{k}={v}" for k, v in e.layout.items())],
+    plan = e.stage_plan
+    rows = [["layout", " ".join(f"{k}={v}" for k, v in e.layout.items() if v is not None)],
+            ["software stack", e.software_stack],
+            ["stage plan (layers per stage)", f"{plan['layers_per_stage']} over {plan['stages']} stages x "
+                                              f"{plan['chunks_per_stage']} chunks"],
             ["GPUs", e.gpus], ["step time (s)", e.step_time_s], ["tokens/s", e.tokens_per_s],
             ["tokens/s per GPU", e.tokens_per_s_per_gpu], ["MFU", e.mfu], ["HFU", e.hfu],
             ["model TFLOP/s per GPU", e.model_tflops_per_gpu], ["hardware TFLOP/s per GPU", e.hardware_tflops_per_gpu],
@@ -117,8 +112,17 @@ def estimate_command(
     vpp: int = typer.Option(1, "--vpp", help="Virtual pipeline chunks per stage (interleaved 1F1B)."),
     micro_batch: int = typer.Option(1, "--micro-batch", help="Sequences per micro-batch."),
     recompute: str = typer.Option("none", "--recompute", help="none, selective or full."),
-    zero: int = typer.Option(1, "--zero", help="ZeRO stage (1 = distributed optimizer)."),
+    zero: int = typer.Option(None, "--zero", help="ZeRO stage (default: 1 = distributed optimizer when dp x cp > 1)."),
     sp: bool = typer.Option(None, "--sp/--no-sp", help="Sequence parallelism (default: on when tp > 1)."),
+    first_stage_layers: int = typer.Option(None, "--first-stage-layers",
+                                           help="Layers on the first pipeline stage (others share the rest)."),
+    last_stage_layers: int = typer.Option(None, "--last-stage-layers", help="Layers on the last pipeline stage."),
+    embedding_in_split: bool = typer.Option(False, "--embedding-in-split",
+                                            help="Count the embedding as a layer slot of the pipeline split."),
+    loss_in_split: bool = typer.Option(False, "--loss-in-split",
+                                       help="Count the output layer and loss as a layer slot of the split."),
+    pipeline_layout: str = typer.Option(None, "--pipeline-layout",
+                                        help="Megatron layout string, e.g. 'Et*7|(t*8|)*14t*7L'."),
     precision: str = PrecOpt,
     tokens: float = TokensOpt,
     usd_per_gpu_hour: float = PriceOpt,
@@ -133,47 +137,46 @@ def estimate_command(
     json_out: bool = JsonOpt,
 ) -> None:
     """Step time, MFU, throughput and memory of one layout, with breakdowns."""
-    from clustertwin.specs import ParallelismSpec, build
     from clustertwin.train import estimate, time_to_train
+    from clustertwin.train.params import resolve_params
+    from clustertwin.train.resolve import resolve_parallelism
+    from clustertwin.train.stack import resolve_stack
 
     c = load_cluster(cluster)
     m = _seq_model(model, seq_len)
     _fixed(recompute=recompute, zero=zero)
-    n = gpus or c.total_gpus
-    if dp is None:
-        if n % (tp * pp * cp):
-            raise SpecError(f"{n} GPUs are not divisible by tp x pp x cp = {tp * pp * cp}")
-        dp = n // (tp * pp * cp)
-    par = build(ParallelismSpec, {
+    cal = load_calibration(calibration)
+    par = resolve_parallelism({
         "tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "vpp": vpp, "micro_batch": micro_batch,
-        "global_batch": global_batch, "recompute": recompute, "zero": zero,
-        "sequence_parallel": (tp > 1) if sp is None else sp, "precision": precision,
-        "schedule": "interleaved" if vpp > 1 else "1f1b", "software_stack": stack})
+        "global_batch": global_batch, "recompute": recompute, "zero": zero, "sequence_parallel": sp,
+        "precision": precision, "software_stack": stack, "first_stage_layers": first_stage_layers,
+        "last_stage_layers": last_stage_layers, "embedding_in_split": embedding_in_split,
+        "loss_in_split": loss_in_split, "pipeline_layout": pipeline_layout}, gpus or c.total_gpus, prefix=(),
+        stack=resolve_stack(stack, c, resolve_params(None, cal)))
     if with_failures and not tokens:
         raise SpecError("--with-failures needs a token budget (--tokens)")
-    e = estimate(m, c, par, calibration=load_calibration(calibration))
+    e = estimate(m, c, par, calibration=cal)
     ttt = time_to_train(e, tokens, c, usd_per_gpu_hour) if tokens else None
     rel = None
     if with_failures and ttt:
-        from clustertwin.reliability import with_failures as reliability_with_failures
-        from clustertwin.train import checkpoint_bytes
+        from clustertwin.reliability.train_run import time_to_train_with_failures
 
-        rel = reliability_with_failures(e.gpus, ttt.days * DAY_S, checkpoint_bytes(m), c,
-                                        step_time_s=e.step_time_s, async_checkpoint=async_checkpoint,
-                                        hot_spares=hot_spares, trials=trials, seed=seed)
+        rel = time_to_train_with_failures(e, tokens, c, m, usd_per_gpu_hour=usd_per_gpu_hour,
+                                          async_checkpoint=async_checkpoint, hot_spares=hot_spares,
+                                          trials=trials, seed=seed)
     if json_out:
         d = e.to_dict()
         if ttt:
             d["time_to_train"] = ttt.to_dict()
         if rel:
-            d["with_failures"] = _failure_summary(rel)
+            d["with_failures"] = rel.to_dict()
         print_json(d)
         return
     _print_estimate(e, f"{m.name or m.id or 'model'} on {c.name or c.id or 'cluster'}")
     if ttt:
         console.print(table("time to train", ["quantity", "value"], _ttt_rows(ttt)))
     if rel:
-        f = _failure_summary(rel)
+        f = rel.to_dict()
         rows = [["policy", f["policy"]], ["checkpoint interval (min)", f["checkpoint_interval_s"] / 60],
                 ["expected unexpected interruptions", f["unexpected_interruptions"]],
                 ["expected days with failures", f["days"]], ["ETTR", f["ettr"]],
@@ -249,7 +252,7 @@ def scale_command(
     json_out: bool = JsonOpt,
 ) -> None:
     """Throughput and scaling efficiency from one node to N GPUs, with the loss attributed to
-    communication, pipeline bubble and imbalance."""
+    communication, pipeline bubble and stragglers."""
     from clustertwin.train import scale
 
     c = load_cluster(cluster)
@@ -259,19 +262,21 @@ def scale_command(
     if json_out:
         print_json(res)
         return
+    from clustertwin.train.breakdown import STEP_GROUPS
+
     rows = []
     for p in res.points:
         e = p.estimate
         if e is None:
-            rows.append([p.gpus, "-", "-", "-", "-", "-", "-", "-", "-", p.note])
+            rows.append([p.gpus, *["-"] * (4 + len(STEP_GROUPS)), p.note])
             continue
         f = p.fractions
         rows.append([p.gpus, e.tokens_per_s, e.tokens_per_s_per_gpu, e.mfu, p.efficiency,
-                     f"{f['compute']:.0%}", f"{f['communication']:.0%}", f"{f['bubble']:.0%}",
-                     f"{f['imbalance']:.0%}", _short_layout(e.layout)])
+                     *[f"{f[g]:.0%}" for g in STEP_GROUPS], _short_layout(e.layout)])
+    short = {"communication": "comm", "stragglers": "strag."}
     console.print(table(f"scaling at global batch {res.global_batch} ({res.precision})",
-                        ["GPUs", "tokens/s", "per GPU", "MFU", "eff.", "compute", "comm", "bubble",
-                         "imbal.", "layout"], rows))
+                        ["GPUs", "tokens/s", "per GPU", "MFU", "eff.", *(short.get(g, g) for g in STEP_GROUPS),
+                         "layout"], rows))
 
 
 def register(app: typer.Typer) -> None:

@@ -15,6 +15,7 @@ from pydantic import Field
 from clustertwin.errors import SpecError, did_you_mean
 from clustertwin.specs.base import Spec
 from clustertwin.specs.calibration import Calibration
+from clustertwin.train.params import FP8_GEMM_EFFICIENCY_RATIO
 
 _Frac = Annotated[float, Field(gt=0, le=1)]
 _NonNeg = Annotated[float, Field(ge=0)]
@@ -27,7 +28,7 @@ class InferParams(Spec):
     """Achieved fraction of the dense tensor peak by large weight GEMMs (prefill, big decode batches).
     cuBLAS/TRT-LLM GEMMs reach 65-75% of dense peak on Hopper (power-limited clocks) and ~75-85% on
     A100; prefill of a 2k prompt on A100 (TRT-LLM, 120 ms for Llama-7B) implies ~0.72 end to end."""
-    fp8_gemm_efficiency_ratio: _Frac = 0.85
+    fp8_gemm_efficiency_ratio: _Frac = FP8_GEMM_EFFICIENCY_RATIO  # one value with training (train.params)
     """FP8 GEMMs reach a smaller fraction of their (2x) peak than 16-bit GEMMs: per-tensor scaling,
     fp32 accumulation promotion and the power limit. Hopper FP8 GEMM benchmarks reach ~1,150-1,350 of
     1,979 TFLOP/s vs ~650-750 of 989 for BF16."""

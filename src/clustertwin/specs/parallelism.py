@@ -37,16 +37,34 @@ class ParallelismSpec(Spec):
     """Megatron sequence parallelism (activations split over TP outside the matmuls)."""
     recompute: Recompute = "none"
     """Activation recomputation: none, selective (attention core), full (whole layer)."""
+    first_stage_layers: PositiveInt | None = None
+    """Layers on the first pipeline stage (Megatron ``--decoder-first-pipeline-num-layers``); the other
+    stages share the rest evenly. Default: the balanced split of the stage plan."""
+    last_stage_layers: PositiveInt | None = None
+    """Layers on the last pipeline stage (``--decoder-last-pipeline-num-layers``)."""
+    embedding_in_split: bool = False
+    """The embedding counts as one layer slot when the layers are split over the stages and chunks
+    (``account_for_embedding_in_pipeline_split``): the first stage gets one layer fewer."""
+    loss_in_split: bool = False
+    """The output layer and loss count as one slot (``account_for_loss_in_pipeline_split``)."""
+    pipeline_layout: str | None = None
+    """A Megatron-Core pipeline layout string (``--pipeline-model-parallel-layout``), e.g.
+    ``Et*7|(t*8|)*14t*7L``: ``pp x vpp`` chunks separated by ``|`` of ``E`` (embedding), ``t`` (layer),
+    ``m`` (MTP layer), ``L`` (loss), with ``*N`` repeats and parentheses. An alternative to the
+    other stage-plan fields."""
     zero: Literal[0, 1, 2, 3] = 0
     """ZeRO stage over DP (1 = Megatron distributed optimizer; 3 = FSDP)."""
     precision: TrainPrecision = "bf16"
     """GEMM precision; fp8 = FP8 GEMMs with BF16 elsewhere."""
-    schedule: Literal["1f1b", "interleaved", "gpipe"] = "1f1b"
-    """Pipeline schedule (interleaved implied by vpp > 1)."""
-    software_stack: Literal["auto", "te", "legacy"] = "auto"
-    """Training software: te (Megatron-Core + Transformer Engine: fused flash attention, TP communication
-    overlapped with GEMMs), legacy (Megatron-LM / Megatron-DeepSpeed: unfused attention, TP communication
-    exposed), auto (by GPU generation, ``TrainParams.te_stack_min_year``)."""
+    schedule: Literal["1f1b", "interleaved"] | None = None
+    """Pipeline schedule: 1F1B, or interleaved 1F1B with ``vpp`` > 1 virtual chunks per stage; default
+    (None) follows ``vpp``. GPipe (all forwards, then all backwards) is not modelled."""
+    software_stack: str = "auto"
+    """Training software the run uses, a named preset with its feature set (``megatron-2021``,
+    ``megatron-2022``, ``deepspeed-2022``, ``megatron-core-2024``, ``nemo-2025``, ``torchtitan-2025``; ``te``
+    = megatron-core-2024, ``legacy`` = megatron-2022) or ``auto`` (by GPU generation,
+    ``TrainParams.te_stack_min_year``). The names are checked by the training model
+    (``clustertwin.train.stack``)."""
 
     @model_validator(mode="after")
     def _check(self) -> ParallelismSpec:
@@ -55,7 +73,21 @@ class ParallelismSpec(Spec):
                 f"global_batch={self.global_batch} is not divisible by micro_batch x dp = "
                 f"{self.micro_batch} x {self.dp}"
             )
+        if (self.first_stage_layers or self.last_stage_layers) and (self.embedding_in_split or self.loss_in_split):
+            raise ValueError("first/last_stage_layers and embedding/loss_in_split are alternatives; give one")
+        if self.pipeline_layout and (self.first_stage_layers or self.last_stage_layers or self.embedding_in_split
+                                     or self.loss_in_split):
+            raise ValueError("pipeline_layout replaces first/last_stage_layers and embedding/loss_in_split; give one")
+        if self.schedule == "interleaved" and self.vpp == 1:
+            raise ValueError("schedule 'interleaved' needs vpp > 1 (virtual pipeline chunks per stage)")
+        if self.schedule == "1f1b" and self.vpp > 1:
+            raise ValueError(f"schedule '1f1b' contradicts vpp={self.vpp} (vpp > 1 is the interleaved schedule)")
         return self
+
+    @property
+    def pipeline_schedule(self) -> str:
+        """The schedule the layout runs: ``interleaved`` when vpp > 1, else ``1f1b``."""
+        return "interleaved" if self.vpp > 1 else "1f1b"
 
     @property
     def gpus(self) -> int:

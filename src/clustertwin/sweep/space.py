@@ -66,8 +66,10 @@ class LayoutChoice(Spec):
 
     @property
     def sp(self) -> bool:
-        """Sequence parallelism as evaluated (the explicit choice, else tp > 1)."""
-        return self.tp > 1 if self.sequence_parallel is None else self.sequence_parallel
+        """Sequence parallelism as evaluated (the explicit choice, else the training model's default)."""
+        from clustertwin.train.resolve import default_sequence_parallel
+
+        return default_sequence_parallel(self.tp) if self.sequence_parallel is None else self.sequence_parallel
 
 
 class CheckpointChoice(Spec):

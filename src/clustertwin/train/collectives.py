@@ -21,20 +21,40 @@ OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv")
 #: message sizes (bytes) at which the collective model is sampled once per group shape; between grid
 #: points time is linear in size, as within one (algorithm, protocol) candidate of an alpha-beta model
 GRID_BYTES = 2.0 ** np.arange(0.0, 44.25, 0.25)
-_CACHE: dict[tuple, tuple[ClusterSpec, Calibration | None, np.ndarray]] = {}
+_CACHE: dict[tuple, np.ndarray] = {}
 _CACHE_LIMIT = 4096
+#: object id -> (the object, its value key): hashing a spec walks all its fields, so each object is
+#: hashed once; equal specs built separately (every validation case loads its own) share grid entries
+_VALUE_KEYS: dict[int, tuple[object, int]] = {}
+
+
+def _value_key(spec: object) -> int:
+    if spec is None:
+        return 0
+    hit = _VALUE_KEYS.get(id(spec))
+    if hit is not None and hit[0] is spec:
+        return hit[1]
+    try:
+        key = hash(spec)
+    except TypeError:  # a spec with list-valued fields: by its JSON form
+        key = hash(spec.model_dump_json())  # type: ignore[attr-defined]
+    if len(_VALUE_KEYS) >= _CACHE_LIMIT:
+        _VALUE_KEYS.clear()
+    _VALUE_KEYS[id(spec)] = (spec, key)
+    return key
 
 
 def _grid_times(cluster: ClusterSpec, op: str, gpus: int, rpn: int, calibration: Calibration | None):
-    key = (id(cluster), op, gpus, rpn, id(calibration))
+    """The collective model on :data:`GRID_BYTES`, cached by the value of the cluster and calibration."""
+    key = (_value_key(cluster), op, gpus, rpn, _value_key(calibration))
     hit = _CACHE.get(key)
-    if hit is not None and hit[0] is cluster and hit[1] is calibration:
-        return hit[2]
+    if hit is not None:
+        return hit
     times = np.asarray(collective(cluster, op, GRID_BYTES, gpus, ranks_per_node=rpn,
                                   calibration=calibration).time_s, dtype=float)
     if len(_CACHE) >= _CACHE_LIMIT:
         _CACHE.clear()
-    _CACHE[key] = (cluster, calibration, times)
+    _CACHE[key] = times
     return times
 
 
@@ -89,20 +109,4 @@ def collective_time(cluster: ClusterSpec, op: str, nbytes, gpus, ranks_per_node,
         else:
             sel = (n == g) & (r == rpn)
             out[sel] = _interp(nb[sel], times)
-    return out
-    r = np.clip(r, 1, np.maximum(n, 1))
-    pairs = np.unique(np.stack([n.reshape(-1), r.reshape(-1)]), axis=1)
-    slope_x = GRID_BYTES[-1] - GRID_BYTES[-2]
-    for g, rpn in pairs.T:
-        if g <= 1:
-            continue
-        times = _grid_times(cluster, op, int(g), int(rpn), calibration)
-        sel = (n == g) & (r == rpn)
-        x = nb[sel]
-        y = np.interp(x, GRID_BYTES, times)
-        beyond = x > GRID_BYTES[-1]
-        if np.any(beyond):
-            slope = (times[-1] - times[-2]) / slope_x
-            y = np.where(beyond, times[-1] + (x - GRID_BYTES[-1]) * slope, y)
-        out[sel] = y
     return out

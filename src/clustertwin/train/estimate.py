@@ -10,11 +10,15 @@ from clustertwin.specs.calibration import Calibration
 from clustertwin.specs.cluster import ClusterSpec
 from clustertwin.specs.model import ModelSpec
 from clustertwin.specs.parallelism import ParallelismSpec
+from clustertwin.train.breakdown import BREAKDOWN_KEYS
+from clustertwin.train.hardware import hardware
 from clustertwin.train.layout import Layouts, scalar
+from clustertwin.train.layout_string import parse_pipeline_layout
 from clustertwin.train.memory import MemoryResult, checkpoint_bytes, memory_result
-from clustertwin.train.params import TrainParams, params_for_stack, resolve_params
+from clustertwin.train.params import TrainParams, resolve_params
 from clustertwin.train.rules import first_violation
-from clustertwin.train.step import BREAKDOWN_KEYS, evaluate_layouts, hardware
+from clustertwin.train.stack import ALIASES, resolve_stack, stack_violation
+from clustertwin.train.step import evaluate_layouts
 from clustertwin.units import GIB
 
 
@@ -39,6 +43,11 @@ class TrainEstimate:
     model_flops_per_step: float = 0.0
     checkpoint_bytes: float = 0.0
     """Weights + optimizer state of the whole model (what a checkpoint writes)."""
+    stage_plan: dict[str, Any] = field(default_factory=dict)
+    """Layers of the first, each middle and the last pipeline stage, chunks per stage, where the
+    embedding and the loss sit (:mod:`clustertwin.train.pipeline`)."""
+    software_stack: str = ""
+    """The stack the estimate assumed (:mod:`clustertwin.train.stack`)."""
 
     @property
     def memory_gib_per_gpu(self) -> float:
@@ -62,13 +71,26 @@ class TrainEstimate:
             "gpus": self.gpus, "global_batch": self.global_batch, "seq_len": self.seq_len,
             "precision": self.precision, "layout": self.layout, "breakdown": self.breakdown,
             "memory": self.memory.to_dict(), "checkpoint_gib": self.checkpoint_bytes / GIB,
+            "stage_plan": self.stage_plan, "software_stack": self.software_stack,
         }
 
 
+def _stage_plan(out: dict, lay: Layouts, i: int) -> dict[str, Any]:
+    pp, vpp = int(scalar(lay.pp, i)), int(scalar(lay.vpp, i))
+    first, last = int(scalar(out["plan_first_layers"], i)), int(scalar(out["plan_last_layers"], i))
+    mid = int(scalar(out["plan_middle_layers"], i))
+    layers = [first] if pp == 1 else [first, *([mid] * (pp - 2)), last]
+    return {"stages": pp, "chunks_per_stage": vpp, "first_stage_layers": first,
+            "middle_stage_layers": mid if pp > 2 else None, "last_stage_layers": last if pp > 1 else None,
+            "layers_per_stage": ("|".join(map(str, layers)) if pp <= 8 else f"{first}|{mid} x {pp - 2}|{last}"),
+            "embedding": "first stage", "output_and_loss": "last stage"}
+
+
 def from_arrays(out: dict, lay: Layouts, i: int, *, global_batch: int, seq_len: int, precision: str,
-                hbm_bytes: float, model: ModelSpec) -> TrainEstimate:
+                hbm_bytes: float, model: ModelSpec, stack: str = "") -> TrainEstimate:
     """The TrainEstimate of layout ``i`` of an :func:`evaluate_layouts` result."""
-    mem_arrays = {k[4:]: v for k, v in out.items() if k.startswith("mem_")}
+    mem_arrays = {k[4:]: v for k, v in out.items() if k.startswith("mem_") and k != "mem_total"}
+    mem_arrays["total"] = out["mem_total"]
     return TrainEstimate(
         step_time_s=scalar(out["step_time_s"], i), tokens_per_s=scalar(out["tokens_per_s"], i),
         mfu=scalar(out["mfu"], i), hfu=scalar(out["hfu"], i),
@@ -77,7 +99,8 @@ def from_arrays(out: dict, lay: Layouts, i: int, *, global_batch: int, seq_len: 
         gpus=int(scalar(lay.gpus, i)), global_batch=global_batch, seq_len=seq_len, precision=precision,
         layout=lay.row(i), memory=memory_result(mem_arrays, i, hbm_bytes),
         breakdown={k: scalar(out[f"bd_{k}"], i) for k in BREAKDOWN_KEYS},
-        model_flops_per_step=scalar(out["model_flops_per_step"], i), checkpoint_bytes=checkpoint_bytes(model))
+        model_flops_per_step=scalar(out["model_flops_per_step"], i), checkpoint_bytes=checkpoint_bytes(model),
+        stage_plan=_stage_plan(out, lay, i), software_stack=stack)
 
 
 def estimate(model: ModelSpec, cluster: ClusterSpec, parallelism: ParallelismSpec, *,
@@ -87,16 +110,30 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, parallelism: ParallelismSpe
     count, divisibility); a layout that runs out of memory is returned with ``fits = False`` and
     ``memory.reason``."""
     p = parallelism
-    prm = params_for_stack(resolve_params(params, calibration), p.software_stack)
+    prm = resolve_params(params, calibration)
+    stack = resolve_stack(p.software_stack, cluster, prm)
+    if p.software_stack not in ("auto", *ALIASES):
+        bad_feature = stack_violation(stack, sequence_parallel=p.sequence_parallel, recompute=p.recompute,
+                                      zero=p.zero, cp=p.cp, vpp=p.vpp, precision=p.precision,
+                                      uneven=bool(p.first_stage_layers or p.last_stage_layers or p.pipeline_layout
+                                                  or p.embedding_in_split or p.loss_in_split))
+        if bad_feature:
+            raise SpecError(f"invalid layout: {bad_feature}", path=("parallelism", "software_stack"))
     s = seq_len or model.seq_len
     if p.gpus > cluster.total_gpus:
         raise SpecError(f"layout needs tp x pp x dp x cp = {p.gpus} GPUs; the cluster has {cluster.total_gpus}",
                         path=("parallelism",))
     lay = Layouts.from_spec(p)
+    if p.pipeline_layout:
+        parsed = parse_pipeline_layout(p.pipeline_layout, p.pp, p.vpp, model.layers)
+        lay.first, lay.last, lay.mid, lay.from_string = parsed.first, parsed.last, parsed.middle_max, 1
     bad = first_violation(model, lay, p.global_batch, cluster.node.gpus, s)
     if bad:
         raise SpecError(f"invalid layout: {bad}", path=("parallelism",))
-    hw = hardware(cluster, p.precision, prm)
-    out = evaluate_layouts(model, cluster, lay, p.global_batch, p.precision, prm, s, calibration)
-    return from_arrays(out, lay, 0, global_batch=p.global_batch, seq_len=s, precision=p.precision,
-                       hbm_bytes=hw.hbm_bytes, model=model)
+    hw = hardware(cluster, p.precision, prm, stack)
+    out = evaluate_layouts(model, cluster, lay, p.global_batch, p.precision, prm, s, calibration, stack=stack)
+    est = from_arrays(out, lay, 0, global_batch=p.global_batch, seq_len=s, precision=p.precision,
+                      hbm_bytes=hw.hbm_bytes, model=model, stack=stack.name)
+    if p.pipeline_layout:
+        est.layout["pipeline_layout"] = p.pipeline_layout
+    return est

@@ -32,12 +32,34 @@ class Layouts:
     recompute: np.ndarray
     zero: np.ndarray
     sp: np.ndarray
+    first: np.ndarray | int = 0
+    """layers of the first pipeline stage (0: from the stage plan's balanced split)"""
+    last: np.ndarray | int = 0
+    """layers of the last pipeline stage (0: balanced split)"""
+    emb_split: np.ndarray | int = 0
+    """1: the embedding counts as one layer slot of the balanced split (Megatron
+    ``account_for_embedding_in_pipeline_split``)"""
+    loss_split: np.ndarray | int = 0
+    """1: the output layer and loss count as one slot (``account_for_loss_in_pipeline_split``)"""
+    mid: np.ndarray | int = 0
+    """layers of the busiest middle stage of a layout string (with ``from_string``)"""
+    from_string: np.ndarray | int = 0
+    """1: ``first``, ``mid`` and ``last`` come from a parsed pipeline layout string"""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.tp, np.ndarray):
+            for name in OPTIONAL_FIELDS:
+                v = getattr(self, name)
+                if not isinstance(v, np.ndarray):
+                    setattr(self, name, np.full(self.tp.shape, int(v), dtype=np.int64))
 
     @classmethod
     def from_spec(cls, p: ParallelismSpec) -> Layouts:
         """One layout as Python ints (the scalar fast path of the model functions)."""
         return cls(p.tp, p.pp, p.dp, p.cp, p.ep, p.vpp, p.micro_batch,  # type: ignore[arg-type]
-                   RECOMPUTE_CODES[p.recompute], p.zero, int(p.sequence_parallel))
+                   RECOMPUTE_CODES[p.recompute], p.zero, int(p.sequence_parallel),  # type: ignore[arg-type]
+                   p.first_stage_layers or 0, p.last_stage_layers or 0, int(p.embedding_in_split),
+                   int(p.loss_in_split))
 
     @property
     def is_scalar(self) -> bool:
@@ -70,7 +92,8 @@ class Layouts:
             vpp=vpp, micro_batch=int(self.mbs[i]), global_batch=global_batch,
             sequence_parallel=bool(self.sp[i]), recompute=RECOMPUTE_NAMES[int(self.recompute[i])],  # type: ignore[arg-type]
             zero=int(self.zero[i]), precision=precision,  # type: ignore[arg-type]
-            schedule="interleaved" if vpp > 1 else "1f1b")
+            first_stage_layers=int(self.first[i]) or None, last_stage_layers=int(self.last[i]) or None,
+            embedding_in_split=bool(self.emb_split[i]), loss_in_split=bool(self.loss_split[i]))
 
     def row(self, i: int) -> dict[str, int | bool | str]:
         """Layout ``i`` as a flat dict (for tables and JSON)."""
@@ -79,51 +102,58 @@ class Layouts:
         return {"tp": int(self.tp[i]), "pp": int(self.pp[i]), "dp": int(self.dp[i]), "cp": int(self.cp[i]),
                 "ep": int(self.ep[i]), "vpp": int(self.vpp[i]), "micro_batch": int(self.mbs[i]),
                 "recompute": RECOMPUTE_NAMES[int(self.recompute[i])], "zero": int(self.zero[i]),
-                "sequence_parallel": bool(self.sp[i])}
+                "sequence_parallel": bool(self.sp[i]), "first_stage_layers": int(self.first[i]) or None,
+                "last_stage_layers": int(self.last[i]) or None, "embedding_in_split": bool(self.emb_split[i]),
+                "loss_in_split": bool(self.loss_split[i])}
 
 LAYOUT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Layouts))
+#: the stage-plan columns, which default to the balanced split
+OPTIONAL_FIELDS: tuple[str, ...] = ("first", "last", "emb_split", "loss_split", "mid", "from_string")
 
 
 # Element-wise helpers that work on numpy arrays (search) and on Python scalars (one estimate, where
 # numpy's per-call overhead would dominate): the same model code serves both.
 
+_ND = np.ndarray
+
+
 def is_array(*xs) -> bool:
-    return any(isinstance(x, np.ndarray) for x in xs)
+    return any(isinstance(x, _ND) for x in xs)
 
 
 def fmax(a, b):
     """Element-wise maximum."""
-    if is_array(a, b):
+    if isinstance(a, _ND) or isinstance(b, _ND):
         return np.maximum(a, b)
     return a if a >= b else b
 
 
 def fmin(a, b):
     """Element-wise minimum."""
-    if is_array(a, b):
+    if isinstance(a, _ND) or isinstance(b, _ND):
         return np.minimum(a, b)
     return a if a <= b else b
 
 
 def where(cond, a, b):
     """Element-wise ``a if cond else b``."""
-    if is_array(cond, a, b):
+    if isinstance(cond, _ND) or isinstance(a, _ND) or isinstance(b, _ND):
         return np.where(cond, a, b)
     return a if cond else b
 
 
 def ceil(x):
-    return np.ceil(x) if is_array(x) else float(math.ceil(x))
+    return np.ceil(x) if isinstance(x, _ND) else float(math.ceil(x))
 
 
 def log2(x):
-    return np.log2(x) if is_array(x) else math.log2(x)
+    return np.log2(x) if isinstance(x, _ND) else math.log2(x)
 
 
 def as_float(x):
-    return x.astype(float) if is_array(x) else float(x)
+    return x.astype(float) if isinstance(x, _ND) else float(x)
 
 
 def scalar(x, i: int = 0) -> float:
     """Element ``i`` of an array, or the scalar itself."""
-    return float(x[i]) if is_array(x) and np.ndim(x) else float(x)
+    return float(x[i]) if isinstance(x, _ND) and x.ndim else float(x)

@@ -36,9 +36,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from clustertwin.specs.model import ModelSpec
+from clustertwin.train.breakdown import MEMORY_TERMS, MemoryBreakdown
 from clustertwin.train.flops import attention_widths, param_counts
-from clustertwin.train.layout import RECOMPUTE_CODES, Layouts, as_float, ceil, fmax, fmin, scalar, where
+from clustertwin.train.layout import RECOMPUTE_CODES, Layouts, as_float, fmax, fmin, scalar, where
 from clustertwin.train.params import TrainParams
+from clustertwin.train.pipeline import StagePlan, stage_plan
+from clustertwin.train.placement import Groups, groups
 from clustertwin.units import GIB
 
 #: bytes per parameter of mixed-precision Adam state (Megatron)
@@ -59,7 +62,7 @@ LSE_BYTES = 4
 #: ZeRO-3 keeps this many gathered layers in flight (current + prefetched)
 ZERO3_GATHERED_LAYERS = 2
 
-TERMS = ("weights", "gradients", "optimizer", "activations", "logits", "reserved", "fragmentation")
+TERMS = MEMORY_TERMS
 
 
 def korthikanti_activation_bytes(s: int, b: int, h: int, a: int, t: int = 1, sp: bool = False,
@@ -115,43 +118,27 @@ def activation_bytes_per_layer(model: ModelSpec, seq_len: int, mbs, tp, cp, sp, 
     return where(rc == RECOMPUTE_CODES["full"], full, none_sel)
 
 
-@dataclass
-class StageShapes:
-    """Per-layout pipeline-stage quantities shared by memory and step time."""
-
-    layers_per_stage: np.ndarray
-    moe_share: float
-    microbatches: np.ndarray
+def stage_params(pc, plan: StagePlan, layers, tp, ep):
+    """Dense (non-expert) and expert parameters of ``layers`` transformer layers on one GPU."""
+    n_moe = layers * plan.moe_share
+    return ((layers - n_moe) * pc.dense_layer + n_moe * pc.moe_layer_non_expert) / tp, \
+        n_moe * pc.experts_per_layer / (ep * tp)
 
 
-def stage_shapes(model: ModelSpec, lay: Layouts, global_batch: int) -> StageShapes:
-    """Layers on the busiest stage (ceil(L/p)) and micro-batches per step m = B / (mbs dp)."""
-    lps = ceil(model.layers / lay.pp)
-    m = fmax(1, global_batch // (lay.mbs * lay.dp))
-    share = model.n_moe_layers / model.layers
-    return StageShapes(layers_per_stage=lps, moe_share=share, microbatches=m)
-
-
-def memory_arrays(model: ModelSpec, lay: Layouts, global_batch: int, precision: str, flash: bool,
-                  params: TrainParams, seq_len: int | None = None) -> dict[str, np.ndarray]:
-    """Per-GPU bytes by term for each layout, at the worse of the first and last pipeline stage.
-
-    Returns arrays for every name in :data:`TERMS` plus ``total``."""
-    s = seq_len or model.seq_len
+def memory_breakdown(model: ModelSpec, lay: Layouts, plan: StagePlan, grp: Groups, precision: str, flash: bool,
+                     params: TrainParams, seq_len: int) -> MemoryBreakdown:
+    """Per-GPU bytes by term for each layout on the fullest of the stage plan's first, second and last
+    stage (the first holds the embedding and the most micro-batches in flight, the second the busiest
+    middle stage with one micro-batch fewer, the last the output layer and the logits)."""
+    s = seq_len
     pc = param_counts(model)
-    st = stage_shapes(model, lay, global_batch)
-    tp, pp, dp, cp, ep = (as_float(x) for x in (lay.tp, lay.pp, lay.dp, lay.cp, lay.ep))
-    lps = st.layers_per_stage
-    n_moe_stage = lps * st.moe_share
-    n_dense_stage = lps - n_moe_stage
-    nonexp = (n_dense_stage * pc.dense_layer + n_moe_stage * pc.moe_layer_non_expert) / tp
-    experts = n_moe_stage * pc.experts_per_layer / (ep * tp)
-    emb = pc.embedding / tp
-    out = (pc.output or pc.embedding) / tp
-    first_dense = nonexp + emb + where(pp == 1, pc.output / tp, 0.0)
-    last_dense = nonexp + out
-    dpg = dp * cp
-    edpg = fmax(dpg / ep, 1.0)
+    tp, pp, ep = as_float(lay.tp), as_float(lay.pp), as_float(lay.ep)
+    nonexp1, experts1 = stage_params(pc, plan, plan.first_layers, tp, ep)
+    nonexp2, experts2 = stage_params(pc, plan, plan.last_layers, tp, ep)
+    nonexp3, experts3 = stage_params(pc, plan, plan.middle_layers, tp, ep)
+    first_dense = nonexp1 + pc.embedding / tp + where(pp == 1, pc.output / tp, 0.0)
+    last_dense = nonexp2 + (pc.output or pc.embedding) / tp
+    dpg, edpg = as_float(grp.dp.size), as_float(grp.edp.size)
     z = lay.zero
 
     def states(dense, exp):
@@ -167,8 +154,9 @@ def memory_arrays(model: ModelSpec, lay: Layouts, global_batch: int, precision: 
         o = OPTIMIZER_BYTES * (shard(dense, dpg, 1) + shard(exp, edpg, 1))
         return w, g, o
 
-    w1, g1, o1 = states(first_dense, experts)
-    w2, g2, o2 = states(last_dense, experts)
+    w1, g1, o1 = states(first_dense, experts1)
+    w2, g2, o2 = states(last_dense, experts2)
+    w3, g3, o3 = states(nonexp3, experts3)
 
     fp8 = precision == "fp8"
     act_layer_dense = activation_bytes_per_layer(model, s, lay.mbs, lay.tp, lay.cp, lay.sp, lay.recompute,
@@ -178,31 +166,42 @@ def memory_arrays(model: ModelSpec, lay: Layouts, global_batch: int, precision: 
                                                    flash, moe_layer=True, fp8=fp8)
     else:
         act_layer_moe = act_layer_dense
-    act_layer = (1 - st.moe_share) * act_layer_dense + st.moe_share * act_layer_moe
-    inflight = fmin(pp, st.microbatches)
+    act_layer = (1 - plan.moe_share) * act_layer_dense + plan.moe_share * act_layer_moe
     interleave = where(lay.vpp > 1, 1.0 + (pp - 1) / (pp * lay.vpp), 1.0)
     working = where(lay.recompute == RECOMPUTE_CODES["full"],
-                       activation_bytes_per_layer(model, s, lay.mbs, lay.tp, lay.cp, lay.sp,
-                                                  RECOMPUTE_CODES["none"], flash, fp8=fp8), 0.0)
-    act1 = act_layer * lps * inflight * interleave + working
-    act2 = act_layer * lps + working  # last stage: one micro-batch in flight
-    sbl = s / cp * lay.mbs
+                    activation_bytes_per_layer(model, s, lay.mbs, lay.tp, lay.cp, lay.sp,
+                                               RECOMPUTE_CODES["none"], flash, fp8=fp8), 0.0)
+    act1 = act_layer * plan.first_layers * fmin(pp, plan.microbatches) * interleave + working
+    act2 = act_layer * plan.last_layers + working  # last stage: one micro-batch in flight
+    act3 = act_layer * plan.middle_layers * fmin(pp - 1, plan.microbatches) * interleave + working
+    sbl = s / as_float(lay.cp) * lay.mbs
     logits = 2 * ACT_BYTES * sbl * model.hidden * (1.0 + model.vocab / model.hidden) / tp
     logits1 = where(pp == 1, logits, 0.0)
     reserved = params.memory_reserved_gib * GIB
-    tot1 = w1 + g1 + o1 + act1 * (1 + params.memory_fragmentation) + logits1 + reserved
-    tot2 = w2 + g2 + o2 + act2 * (1 + params.memory_fragmentation) + logits + reserved
+    frag = params.memory_fragmentation
+    tot1 = w1 + g1 + o1 + act1 * (1 + frag) + logits1
+    tot2 = w2 + g2 + o2 + act2 * (1 + frag) + logits
+    tot3 = where(plan.middle_stages > 0, w3 + g3 + o3 + act3 * (1 + frag), 0.0)
     first = tot1 >= tot2
+    third = tot3 > fmax(tot1, tot2)
 
-    def pick(a1, a2):
-        return where(first, a1, a2)
+    def pick(a1, a2, a3):
+        return where(third, a3, where(first, a1, a2))
 
-    act = pick(act1, act2)
-    return {
-        "weights": pick(w1, w2), "gradients": pick(g1, g2), "optimizer": pick(o1, o2), "activations": act,
-        "logits": pick(logits1, logits), "reserved": reserved,
-        "fragmentation": act * params.memory_fragmentation, "total": fmax(tot1, tot2),
-    }
+    act = pick(act1, act2, act3)
+    return MemoryBreakdown(weights=pick(w1, w2, w3), gradients=pick(g1, g2, g3), optimizer=pick(o1, o2, o3),
+                           activations=act, logits=pick(logits1, logits, 0.0), reserved=reserved,
+                           fragmentation=act * frag)
+
+
+def memory_arrays(model: ModelSpec, lay: Layouts, global_batch: int, precision: str, flash: bool,
+                  params: TrainParams, seq_len: int | None = None) -> dict[str, np.ndarray]:
+    """:func:`memory_breakdown` as a dict of every :data:`TERMS` plus ``total``."""
+    mem = memory_breakdown(model, lay, stage_plan(model, lay, global_batch), groups(lay, 1 << 30), precision,
+                           flash, params, seq_len or model.seq_len)
+    out = mem.as_dict()
+    out["total"] = mem.total()
+    return out
 
 
 @dataclass

@@ -14,6 +14,12 @@ from dataclasses import dataclass, fields, replace
 from clustertwin.errors import SpecError, did_you_mean
 from clustertwin.specs.calibration import Calibration
 
+#: FP8 GEMM efficiency relative to 16-bit GEMMs of the same shape, one hardware fact for training and
+#: inference (``InferParams.fp8_gemm_efficiency_ratio`` reads it too): large cuBLAS GEMMs on H100 SXM reach
+#: ~1,400 of 1,979 FP8 TFLOP/s against ~730 of 989 BF16 TFLOP/s (power-limited clocks in both):
+#: (1,400 / 1,979) / (730 / 989) = 0.96.
+FP8_GEMM_EFFICIENCY_RATIO = 0.96
+
 
 @dataclass(frozen=True)
 class TrainParams:
@@ -23,10 +29,9 @@ class TrainParams:
     """Fraction of the dense tensor peak at which the tensor cores issue in a large GEMM, before the
     tile traffic (``gemm_tile_bytes_per_flop``) and the shape roll-offs; together they put large 16-bit
     GEMMs at ~0.78 of peak on A100 and ~0.68 on H100 (cuBLAS measurements: 0.8-0.9 and 0.7-0.75)."""
-    fp8_gemm_efficiency_ratio: float = 1.0
-    """FP8 GEMM efficiency relative to 16-bit at equal shape: cuBLAS reaches about the same fraction
-    of the doubled FP8 peak as of the BF16 peak on H100 (~1,400 of 1,979 vs ~730 of 989 TFLOP/s); the
-    end-to-end FP8 gain (1.3-1.5x) comes from the non-GEMM work the model adds separately."""
+    fp8_gemm_efficiency_ratio: float = FP8_GEMM_EFFICIENCY_RATIO
+    """FP8 GEMM efficiency relative to 16-bit at equal shape (:data:`FP8_GEMM_EFFICIENCY_RATIO`, shared
+    with the inference model)."""
     gemm_k_half: float = 150.0
     """Reduction depth k at which a GEMM's efficiency halves (tile prologue/epilogue amortised over
     k): efficiency x k / (k + gemm_k_half). Batched attention GEMMs of depth head_dim = 64 run at ~30%."""
@@ -61,9 +66,10 @@ class TrainParams:
     tp_comm_overlap: float = 0.6
     """Fraction of tensor-parallel communication hidden behind GEMMs (Transformer Engine userbuffer
     overlap; applies to the Transformer-Engine stack, see ``te_stack_min_year``)."""
-    dp_overlap: float = 0.75
-    """Fraction of the data-parallel gradient reduction that can overlap the last backward pass
-    (bucketed reduction during backward; the last buckets and the parameter all-gather stay exposed)."""
+    overlap_interference: float = 0.25
+    """Seconds of slower compute per second of data-parallel communication hidden behind it: an
+    overlapped NCCL collective runs one thread block per channel (up to 32 channels, about a quarter of
+    the SMs of an H100 or A100) and takes HBM bandwidth from the GEMMs it overlaps."""
     zero3_overlap: float = 0.9
     """Fraction of ZeRO-3/FSDP parameter gathers hidden by prefetching behind compute."""
     cp_overlap: float = 0.8
@@ -72,9 +78,11 @@ class TrainParams:
     """Fraction of MoE all-to-all dispatch/combine hidden behind expert compute."""
     pp_overlap: float = 0.5
     """Fraction of pipeline send/recv hidden behind compute of the other micro-batches."""
-    straggler_per_doubling: float = 0.008
-    """Step-time growth per doubling of the node count (stragglers, jitter, load imbalance): 0.8% per
-    doubling, ~6% at 128 nodes."""
+    rank_jitter_cv: float = 0.025
+    """Standard deviation of a GPU's step time relative to the mean (same-SKU speed variation: Sinha et
+    al. 2022 measured an 8% average and 22% maximum range across the GPUs of a cluster, about 8 standard
+    deviations over thousands of GPUs: 1-2.8%); the step waits for the slowest GPU
+    (:mod:`clustertwin.train.stragglers`). 2.5%, fitted once to the calibration set within that range."""
     memory_reserved_gib: float = 3.0
     """Per-GPU memory the framework holds besides the model: CUDA context (~0.5 GiB), NCCL channel
     buffers and cuBLAS/cuDNN workspaces (~2.5 GiB), GiB."""

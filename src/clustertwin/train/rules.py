@@ -2,12 +2,11 @@
 
 Each rule has a name (the class of rejection the search reports) and a mask of violating layouts:
 
-* ``tp_exceeds_node``: TP must stay inside the scale-up domain (tp <= GPUs per node);
 * ``heads_tp``: query heads and KV heads divisible by tp (or tp a multiple of the KV heads, which are
   then replicated);
-* ``layers_pp``: at least one layer per stage and chunk (layers >= pp x vpp) and, for the interleaved
-  schedule, layers divisible by pp x vpp; the non-interleaved schedule may give the last stages fewer
-  layers (the busiest stage holds ceil(layers / pp));
+* ``layers_pp``: the stage plan can be built (:func:`clustertwin.train.pipeline.stage_plan`): every
+  chunk holds at least one layer slot; explicit first/last stage layers leave a rest that the other
+  stages share evenly (and divide by vpp);
 * ``vpp_needs_pp``: virtual chunks only with pipeline parallelism, and m divisible by pp when interleaved;
 * ``batch_divisibility``: global batch divisible by micro_batch x dp;
 * ``seq_cp``: sequence divisible by 2 x cp (load-balanced causal ring attention);
@@ -22,14 +21,15 @@ import numpy as np
 
 from clustertwin.specs.model import ModelSpec
 from clustertwin.train.layout import Layouts
+from clustertwin.train.pipeline import stage_plan
 
-RULES = ("tp_exceeds_node", "heads_tp", "layers_pp", "vpp_needs_pp", "batch_divisibility", "seq_cp",
+RULES = ("heads_tp", "layers_pp", "vpp_needs_pp", "batch_divisibility", "seq_cp",
          "experts_ep", "sp_needs_tp", "zero_needs_dp")
 
 MESSAGES = {
-    "tp_exceeds_node": "tensor parallelism larger than the GPUs of one node",
     "heads_tp": "attention heads (or KV heads) not divisible by tp",
-    "layers_pp": "layers fewer than pp x vpp, or not divisible by pp x vpp with interleaving",
+    "layers_pp": "no stage plan: fewer layer slots than pp x vpp chunks, or first/last stage layers that leave "
+                 "a rest the other stages cannot share evenly",
     "vpp_needs_pp": "virtual pipeline chunks need pp > 1 and micro-batches divisible by pp",
     "batch_divisibility": "global batch not divisible by micro_batch x dp",
     "seq_cp": "sequence length not divisible by 2 x cp",
@@ -46,14 +46,12 @@ def violations(model: ModelSpec, lay: Layouts, global_batch: int, gpus_per_node:
     tp, pp, dp, cp, ep, vpp, mbs = lay.tp, lay.pp, lay.dp, lay.cp, lay.ep, lay.vpp, lay.mbs
     kvh = model.n_kv_heads
     heads_bad = (model.heads % tp != 0) | ((kvh % tp != 0) & (tp % kvh != 0))
-    chunks = pp * vpp
-    layers_bad = (model.layers < chunks) | ((vpp > 1) & (model.layers % chunks != 0))
+    layers_bad = ~np.asarray(stage_plan(model, lay, global_batch).valid, dtype=bool)
     m = global_batch // np.maximum(mbs * dp, 1)
     vpp_bad = (vpp > 1) & ((pp == 1) | (m % pp != 0))
     experts = model.moe.experts if model.moe else 1
     ep_bad = (experts % ep != 0) | ((dp * cp) % ep != 0) if model.moe else ep != 1
     return {
-        "tp_exceeds_node": tp > gpus_per_node,
         "heads_tp": heads_bad,
         "layers_pp": layers_bad,
         "vpp_needs_pp": vpp_bad,

@@ -6,7 +6,7 @@ global batch; throughput, per-GPU throughput and scaling efficiency
     efficiency(N) = (tokens/s per GPU at N) / (tokens/s per GPU at the first GPU count that fits)
 
 and the step time split into compute (GEMMs, attention, element-wise, host overhead, optimizer),
-communication (exposed TP, CP, EP, PP, DP, ZeRO-3), pipeline bubble and imbalance (stragglers), as
+communication (exposed TP, CP, EP, PP, DP, ZeRO-3), pipeline bubble and stragglers, as
 fractions of the step, so that the loss of efficiency is attributed to what grows.
 
 **Time-to-train** for a token budget D on G GPUs at throughput X tokens/s:
@@ -25,6 +25,7 @@ from clustertwin.errors import SpecError
 from clustertwin.specs.calibration import Calibration
 from clustertwin.specs.cluster import ClusterSpec
 from clustertwin.specs.model import ModelSpec
+from clustertwin.train.breakdown import TERM_GROUP, group_fractions
 from clustertwin.train.estimate import TrainEstimate
 from clustertwin.train.params import TrainParams
 from clustertwin.train.search import search
@@ -36,8 +37,9 @@ DEFAULT_PUE = {"air": 1.4, "liquid": 1.15, "auto": 1.3}
 #: kWh per MWh
 KWH_PER_MWH = 1000.0
 
-COMM_TERMS = ("tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm", "zero3_gather")
-COMPUTE_TERMS = ("compute", "host_overhead", "optimizer")
+#: step terms by the group ``train scale`` attributes them to (generated from ``StepBreakdown``)
+COMM_TERMS = tuple(k for k, g in TERM_GROUP.items() if g == "communication")
+COMPUTE_TERMS = tuple(k for k, g in TERM_GROUP.items() if g == "compute")
 
 
 @dataclass
@@ -87,7 +89,7 @@ class ScalePoint:
     estimate: TrainEstimate | None
     efficiency: float | None
     fractions: dict[str, float] = field(default_factory=dict)
-    """Share of the step: compute, communication, bubble, imbalance."""
+    """Share of the step by group (``breakdown.STEP_GROUPS``)."""
     note: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -115,10 +117,9 @@ class ScaleResult:
 
 
 def fractions(est: TrainEstimate) -> dict[str, float]:
-    """Step-time shares: compute, communication, bubble, imbalance (sum 1)."""
-    b, t = est.breakdown, est.step_time_s
-    return {"compute": sum(b[k] for k in COMPUTE_TERMS) / t, "communication": sum(b[k] for k in COMM_TERMS) / t,
-            "bubble": b["bubble"] / t, "imbalance": b["imbalance"] / t}
+    """Step-time shares by :data:`~clustertwin.train.breakdown.STEP_GROUPS` (sum 1): every breakdown term
+    counts in the group its ``StepBreakdown`` field names."""
+    return group_fractions(est.breakdown, est.step_time_s)
 
 
 def gpu_counts(start: int, stop: int) -> list[int]:

@@ -1,15 +1,17 @@
 """Layout search (``train search``): every valid combination of tp, pp, dp, cp, ep, vpp, micro-batch,
-recompute and ZeRO stage for a GPU count and global batch, evaluated in one vectorised pass and ranked
-by throughput among the layouts that fit in memory.
+recompute, ZeRO stage and pipeline split for a GPU count and global batch, evaluated in one vectorised
+pass and ranked by throughput among the layouts that fit in memory.
 
 Candidates: power-of-two tp (inside a node, dividing the heads), pp and cp, dp = GPUs / (tp pp cp)
-(any integer), ep dividing the experts and dp x cp, vpp in :data:`VPP_CHOICES` (interleaving needs
-layers divisible by pp x vpp, so any small integer), micro-batches in
-:data:`MICRO_BATCH_CHOICES`, recompute none/selective/full, ZeRO 0-3; sequence parallelism is on
-whenever tp > 1 (it saves memory at equal communication volume) unless the caller fixes it; context
-parallelism only on the Transformer-Engine stack (ring attention needs fused attention kernels). Fields the
-caller fixes (``fixed``) are never changed. Rejected layouts are counted by rule
-(:mod:`clustertwin.train.rules`) and, for out-of-memory ones, by their largest memory term.
+(any integer), ep dividing the experts and dp x cp, every micro-batch that divides the per-replica
+batch (global batch / dp), vpp from 1 to :data:`VPP_MAX` with at least one layer slot per chunk (the
+stage plan balances uneven splits), the balanced split with and without the embedding and the loss
+counted as pipeline slots, recompute modes and ZeRO stages. Only the features of the software stack
+(:mod:`clustertwin.train.stack`) are offered: sequence parallelism (on whenever tp > 1, which saves
+memory at equal communication volume), selective recompute, its ZeRO stages, context parallelism,
+interleaving, uneven splits. Fields the caller fixes (``fixed``) are never changed. Rejected layouts are
+counted by rule (:mod:`clustertwin.train.rules`) and, for out-of-memory ones, by their largest memory
+term.
 """
 
 from __future__ import annotations
@@ -26,19 +28,27 @@ from clustertwin.specs.calibration import Calibration
 from clustertwin.specs.cluster import ClusterSpec
 from clustertwin.specs.model import ModelSpec
 from clustertwin.train.estimate import TrainEstimate, from_arrays
+from clustertwin.train.hardware import hardware
 from clustertwin.train.layout import RECOMPUTE_CODES, Layouts
 from clustertwin.train.memory import TERMS
-from clustertwin.train.params import TrainParams, params_for_stack, resolve_params
+from clustertwin.train.params import TrainParams, resolve_params
+from clustertwin.train.resolve import default_sequence_parallel
 from clustertwin.train.rules import MESSAGES, RULES, violations
-from clustertwin.train.step import evaluate_layouts, hardware
+from clustertwin.train.stack import STACKS, Stack, resolve_stack
+from clustertwin.train.step import evaluate_layouts
 
-MICRO_BATCH_CHOICES = (1, 2, 4, 8, 16)
-VPP_CHOICES = (1, 2, 3, 4, 5, 6, 7, 8)
+#: largest virtual pipeline chunks per stage the search offers
+VPP_MAX = 8
 CP_MAX = 16
-ZERO_CHOICES = (0, 1, 2, 3)
+#: balanced pipeline splits offered with uneven-pipeline stacks: (embedding in split, loss in split)
+SPLIT_CHOICES = ((0, 0), (0, 1), (1, 1))
 #: search fields -> ParallelismSpec field names
 SPEC_FIELDS = {"tp": "tp", "pp": "pp", "dp": "dp", "cp": "cp", "ep": "ep", "vpp": "vpp", "mbs": "micro_batch",
-               "recompute": "recompute", "zero": "zero", "sp": "sequence_parallel"}
+               "recompute": "recompute", "zero": "zero", "sp": "sequence_parallel",
+               "first": "first_stage_layers", "last": "last_stage_layers", "emb_split": "embedding_in_split",
+               "loss_split": "loss_in_split"}
+#: the stage-plan fields: given together (a case that fixes none of them is searched over the splits)
+SPLIT_FIELDS = frozenset(("first_stage_layers", "last_stage_layers", "embedding_in_split", "loss_in_split"))
 
 
 def _pow2_upto(n: int) -> list[int]:
@@ -81,12 +91,18 @@ class SearchResult:
         return d
 
 
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
 def candidates(model: ModelSpec, gpus: int, global_batch: int, gpus_per_node: int,
-               fixed: dict[str, Any] | None = None, seq_len: int | None = None) -> Layouts:
+               fixed: dict[str, Any] | None = None, seq_len: int | None = None,
+               stack: Stack | None = None) -> Layouts:
     """All combinations of the search grid for ``gpus`` (before validity rules), honouring ``fixed``
-    (keys: ParallelismSpec field names)."""
+    (keys: ParallelismSpec field names) and offering only the features of ``stack``."""
     fx = dict(fixed or {})
     s = seq_len or model.seq_len
+    st = stack or STACKS["megatron-core-2024"]
 
     def choice(name: str, default: list[int]) -> list[int]:
         spec_name = SPEC_FIELDS[name]
@@ -94,32 +110,47 @@ def candidates(model: ModelSpec, gpus: int, global_batch: int, gpus_per_node: in
             v = fx[spec_name]
             if name == "recompute":
                 return [RECOMPUTE_CODES[str(v)]]
-            return [int(v)]
+            return [int(v or 0)]
         return default
 
     tps = choice("tp", [t for t in _pow2_upto(min(gpus_per_node, gpus)) if model.heads % t == 0])
     pps = choice("pp", _pow2_upto(min(model.layers, gpus)))
-    cps = choice("cp", [c for c in _pow2_upto(min(CP_MAX, gpus)) if c == 1 or s % (2 * c) == 0])
+    cps = choice("cp", [c for c in _pow2_upto(min(CP_MAX if st.context_parallel else 1, gpus))
+                        if c == 1 or s % (2 * c) == 0])
     experts = model.moe.experts if model.moe else 1
-    eps = choice("ep", [e for e in _pow2_upto(min(experts, gpus)) if experts % e == 0])
-    vpps = choice("vpp", list(VPP_CHOICES))
-    mbss = choice("mbs", [b for b in MICRO_BATCH_CHOICES if b <= global_batch])
-    rcs = choice("recompute", list(RECOMPUTE_CODES.values()))
-    zs = choice("zero", list(ZERO_CHOICES))
-    rows = []
+    eps = np.array(choice("ep", [e for e in _pow2_upto(min(experts, gpus)) if experts % e == 0]))
+    rc_default = [v for k, v in RECOMPUTE_CODES.items() if k != "selective" or st.selective_recompute]
+    rcs = np.array(choice("recompute", rc_default))
+    zs = np.array(choice("zero", list(st.zero_stages)))
+    if SPLIT_FIELDS & fx.keys():
+        splits = [(int(fx.get("first_stage_layers") or 0), int(fx.get("last_stage_layers") or 0),
+                   int(bool(fx.get("embedding_in_split"))), int(bool(fx.get("loss_in_split"))))]
+    else:
+        splits = [(0, 0, e, lo) for e, lo in (SPLIT_CHOICES if st.uneven_pipeline else SPLIT_CHOICES[:1])]
+    blocks = []
     for tp, pp, cp in itertools.product(tps, pps, cps):
         if gpus % (tp * pp * cp):
             continue
         dp = gpus // (tp * pp * cp)
         if "dp" in fx and int(fx["dp"]) != dp:
             continue
-        sps = [int(bool(fx["sequence_parallel"]))] if "sequence_parallel" in fx else [int(tp > 1)]
-        for ep, vpp, mbs, rc, z, sp in itertools.product(eps, vpps, mbss, rcs, zs, sps):
-            rows.append((tp, pp, dp, cp, ep, vpp, mbs, rc, z, sp))
-    if not rows:
+        sp = int(bool(fx["sequence_parallel"])) if "sequence_parallel" in fx else \
+            int(default_sequence_parallel(tp, st))
+        per_replica = global_batch // dp if global_batch % dp == 0 else 0
+        mbss = choice("mbs", _divisors(per_replica) if per_replica else [1])
+        vmax = VPP_MAX if (st.interleaved and pp > 1) else 1
+        vpps = choice("vpp", [v for v in range(1, vmax + 1) if pp * v <= model.layers + 2])
+        for first, last, es, ls in (splits if pp > 1 else [(0, 0, 0, 0)]):
+            g = np.meshgrid(eps, np.array(vpps), np.array(mbss), rcs, zs, indexing="ij")
+            n = g[0].size
+            cols = [np.full(n, tp), np.full(n, pp), np.full(n, dp), np.full(n, cp), g[0].ravel(), g[1].ravel(),
+                    g[2].ravel(), g[3].ravel(), g[4].ravel(), np.full(n, sp), np.full(n, first), np.full(n, last),
+                    np.full(n, es), np.full(n, ls)]
+            blocks.append(np.stack(cols, axis=1))
+    if not blocks:
         raise SpecError(f"no layout of tp x pp x dp x cp matches {gpus} GPUs with the fixed fields "
                         f"{ {k: v for k, v in fx.items() if k in ('tp', 'pp', 'dp', 'cp')} }")
-    a = np.array(rows, dtype=np.int64)
+    a = np.concatenate(blocks).astype(np.int64)
     return Layouts(*(a[:, i] for i in range(a.shape[1])))
 
 
@@ -129,16 +160,17 @@ def search(model: ModelSpec, cluster: ClusterSpec, *, global_batch: int, gpus: i
            software_stack: str = "auto") -> SearchResult:
     """Rank every valid layout for ``gpus`` GPUs (default: the whole cluster) by tokens/s among those
     that fit; count the rejected ones by reason. ``software_stack`` as ``ParallelismSpec.software_stack``."""
-    prm = params_for_stack(resolve_params(params, calibration), software_stack)
+    prm = resolve_params(params, calibration)
+    stack = resolve_stack(software_stack, cluster, prm)
     s = seq_len or model.seq_len
     n = gpus or cluster.total_gpus
     if n > cluster.total_gpus:
         raise SpecError(f"gpus={n} exceeds the cluster's {cluster.total_gpus} GPUs", path=("gpus",))
-    hw = hardware(cluster, precision, prm)
+    hw = hardware(cluster, precision, prm, stack)
     fx = dict(fixed or {})
     if not hw.flash and "cp" not in fx:
         fx["cp"] = 1  # ring attention (context parallelism) runs on fused attention kernels only
-    lay = candidates(model, n, global_batch, cluster.node.gpus, fx, s)
+    lay = candidates(model, n, global_batch, cluster.node.gpus, fx, s, stack)
     viol = violations(model, lay, global_batch, cluster.node.gpus, s)
     bad = np.zeros(len(lay), dtype=bool)
     rejected: Counter[str] = Counter()
@@ -154,7 +186,7 @@ def search(model: ModelSpec, cluster: ClusterSpec, *, global_batch: int, gpus: i
         res.rejected = dict(rejected)
         return res
     valid = lay.take(ok)
-    out = evaluate_layouts(model, cluster, valid, global_batch, precision, prm, s, calibration)
+    out = evaluate_layouts(model, cluster, valid, global_batch, precision, prm, s, calibration, stack=stack)
     fits = out["fits"]
     res.fitting = int(fits.sum())
     oom = np.flatnonzero(~fits)
@@ -164,10 +196,10 @@ def search(model: ModelSpec, cluster: ClusterSpec, *, global_batch: int, gpus: i
             rejected[f"out of memory (largest term: {TERMS[int(k)]})"] += int(c)
         j = oom[np.argmax(out["tokens_per_s"][oom])]
         res.fastest_oom = from_arrays(out, valid, int(j), global_batch=global_batch, seq_len=s,
-                                      precision=precision, hbm_bytes=hw.hbm_bytes, model=model)
+                                      precision=precision, hbm_bytes=hw.hbm_bytes, model=model, stack=stack.name)
     res.rejected = dict(rejected)
     fit_idx = np.flatnonzero(fits)
     order = fit_idx[np.argsort(-out["tokens_per_s"][fit_idx], kind="stable")][:max(top, 1)]
     res.top = [from_arrays(out, valid, int(i), global_batch=global_batch, seq_len=s, precision=precision,
-                           hbm_bytes=hw.hbm_bytes, model=model) for i in order]
+                           hbm_bytes=hw.hbm_bytes, model=model, stack=stack.name) for i in order]
     return res

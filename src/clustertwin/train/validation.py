@@ -6,7 +6,12 @@
   GPU count; a missing global batch is one sequence per GPU.
 * ``train_run``: model, cluster, optional parallelism, ``tokens``. Without a GPU count (no ``nodes``,
   ``gpus`` or full tp/pp/dp) the run is evaluated with the best layout search finds on
-  :data:`DEFAULT_RUN_GPUS` GPUs of the case's node.
+  :data:`DEFAULT_RUN_GPUS` GPUs of the case's node. Published GPU-hours are allocated time, so the
+  prediction is the failure-free time of the tokens at the layout's throughput divided by the ETTR of
+  the reliability model for that GPU count and its default checkpoint policy
+  (:func:`clustertwin.reliability.train_run.time_to_train_with_failures`, analytical expectation).
+
+This module is the validate runner's (it composes the training and the reliability layers).
 """
 
 from __future__ import annotations
@@ -16,11 +21,11 @@ import math
 from typing import Any
 
 from clustertwin.errors import SpecError
+from clustertwin.reliability.train_run import time_to_train_with_failures
 from clustertwin.specs import ClusterSpec, ModelSpec, ParallelismSpec, build, load
 from clustertwin.train.estimate import TrainEstimate, estimate
 from clustertwin.train.params import TrainParams
-from clustertwin.train.scale import time_to_train
-from clustertwin.train.search import SPEC_FIELDS, search
+from clustertwin.train.search import SPEC_FIELDS, SPLIT_FIELDS, search
 
 #: GPUs a train_run case without a GPU count is evaluated on
 DEFAULT_RUN_GPUS = 1024
@@ -91,19 +96,24 @@ def _layout_gpus(case: dict) -> int | None:
 
 def predict(model: ModelSpec, cluster: ClusterSpec, par: ParallelismSpec, gpus: int,
             params: TrainParams | None = None) -> TrainEstimate:
-    """Estimate the given layout, completing the fields it leaves out with the best fitting layout."""
+    """Estimate the given layout, completing the fields it leaves out with the best fitting layout that
+    the run's software stack can run (``par.software_stack``; by default the GPU generation's). When no
+    completion fits in memory, the fastest one that does not is returned (``fits`` False): the run was
+    measured, so it ran."""
     given = par.model_fields_set
-    if given >= SEARCH_FIELDS:
-        if par.gpus != gpus:
-            raise SpecError(f"tp x pp x dp x cp = {par.gpus} but the case has {gpus} GPUs", path=("parallelism",))
+    if par.gpus != gpus and given >= {"tp", "pp", "dp"}:
+        raise SpecError(f"tp x pp x dp x cp = {par.gpus} but the case has {gpus} GPUs", path=("parallelism",))
+    if given >= SEARCH_FIELDS - SPLIT_FIELDS and (given & SPLIT_FIELDS or par.pp == 1 or par.pipeline_layout):
         return estimate(model, cluster, par, params=params)
     fixed = {k: getattr(par, k) for k in given if k in SEARCH_FIELDS}
     res = search(model, cluster, global_batch=par.global_batch, gpus=gpus, precision=par.precision,
-                 fixed=fixed, top=1, params=params)
-    if res.best is None:
-        why = "; ".join(f"{k}: {v}" for k, v in res.rejected.items()) or "no candidates"
-        raise SpecError(f"no layout fits on {gpus} GPUs with the given fields ({why})", path=("parallelism",))
-    return res.best
+                 fixed=fixed, top=1, params=params, software_stack=par.software_stack)
+    if res.best is not None:
+        return res.best
+    if res.fastest_oom is not None:
+        return res.fastest_oom
+    why = "; ".join(f"{k}: {v}" for k, v in res.rejected.items()) or "no candidates"
+    raise SpecError(f"no valid layout on {gpus} GPUs with the given fields ({why})", path=("parallelism",))
 
 
 def _prediction(e: TrainEstimate) -> dict[str, Any]:
@@ -133,7 +143,8 @@ def evaluate_run(case: dict) -> dict[str, Any]:
     gpus = lg or gpus or DEFAULT_RUN_GPUS
     par = _parallelism(case, gpus)
     e = predict(model, cluster, par, gpus)
-    ttt = time_to_train(e, float(tokens), cluster)
+    run = time_to_train_with_failures(e, float(tokens), cluster, model, trials=0)
     out = _prediction(e)
-    out.update({"gpu_hours": ttt.gpu_hours, "days": ttt.days, "energy_mwh": ttt.energy_mwh})
+    out.update({"gpu_hours": run.gpu_hours, "days": run.days, "energy_mwh": run.failure_free.energy_mwh,
+                "ettr": run.ettr, "failure_free_gpu_hours": run.failure_free.gpu_hours})
     return out

@@ -1,0 +1,42 @@
+"""The pipeline's end blocks: the output layer with its loss (last stage) and the embedding (first).
+
+* output layer: the logits GEMM (T x V/t x h, forward and backward) plus Megatron's vocab-parallel
+  cross-entropy streaming ``LOSS_BYTES_PER_LOGIT`` bytes per logit through HBM; ``KERNELS_LOGITS``
+  host dispatches;
+* embedding: a gather of T x h 16-bit rows forward, the gradient scatter-add (read + write) backward.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from clustertwin.train.gemm import BF16_BYTES, Gemm
+from clustertwin.train.layer import BWD_ELEMENTWISE_FACTOR, ModelShape
+from clustertwin.train.layout import as_float, fmax
+from clustertwin.train.params import TrainParams
+
+#: output layer loss: bytes per logit over forward and backward of Megatron's vocab-parallel
+#: cross-entropy (the default, unfused path of Megatron-LM, Megatron-DeepSpeed and Megatron-Core),
+#: which works on an fp32 copy of the 16-bit logits: forward cast to fp32 (read 2 + write 4), max
+#: (read 4), subtract the max (4 + 4), exp (4 + 4), sum (read 4), divide by the sum (4 + 4) = 38;
+#: backward scale the saved softmax by the loss gradient (4 + 4) and cast the gradient back to 16 bit
+#: (4 + 2) = 14. Fused cross-entropy kernels (NeMo's ``cross_entropy_loss_fusion``) move fewer.
+LOSS_BYTES_PER_LOGIT = 38 + 14
+KERNELS_LOGITS = 12
+
+
+@dataclass
+class EndBlocks:
+    """Seconds per micro-batch of the output layer (GPU, and with host dispatch) and the embedding."""
+
+    logits_gpu_s: object
+    logits_s: object
+    embedding_s: object
+
+
+def end_blocks(c: ModelShape, tp, T, g: Gemm, bw: float, params: TrainParams) -> EndBlocks:
+    t = as_float(tp)
+    lg_f, lg_b = g.fwd_bwd(T, c.vocab / t, c.h)
+    gpu = lg_f + lg_b + T * c.vocab / t * LOSS_BYTES_PER_LOGIT / bw
+    emb = T * c.h * (BF16_BYTES + BWD_ELEMENTWISE_FACTOR * 2 * BF16_BYTES) / bw
+    return EndBlocks(gpu, fmax(gpu, KERNELS_LOGITS * params.kernel_host_overhead_s), emb)

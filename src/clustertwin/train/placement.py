@@ -1,0 +1,87 @@
+"""Parallel groups of a layout: the one owner of their sizes and of where their ranks sit.
+
+Sizes: TP ``tp``, CP ``cp``, the dense gradient group DP x CP, EP ``ep`` (experts split inside DP x CP,
+Megatron-Core's MoE parallel folding), expert-TP = TP, expert-DP ``dp cp / ep``, PP ``pp``.
+
+**Rank order** (Megatron-Core's default ``tp-cp-ep-dp-pp``, fastest first): global rank
+``r = tp_rank + tp (cp_rank + cp (dp_rank + dp pp_rank))`` with the EP ranks the fastest part of DP, and
+GPU ``r`` on node ``r // gpus_per_node``. A group whose members are ``stride`` ranks apart and that has
+``size`` members holds
+
+    ranks per node = min(size, gpus_per_node / stride)   when stride < gpus_per_node, else 1
+
+so every group is costed with its real footprint: TP larger than a node spans ``tp / gpus_per_node``
+nodes (costed over the network, not rejected); CP (stride tp), EP (stride tp cp), the DP x CP gradient
+group (stride tp), expert-DP (stride tp ep) and PP (stride tp cp dp). A pipeline hop between stages i and
+i + 1 stays inside a node only when the whole pipe of ``pp`` stages fits in one node (``stride pp <=
+gpus_per_node``); otherwise some hop crosses the network and, since every stage waits for the slowest
+hop in the steady state, the hop is costed as a network send/recv.
+
+The collective model (:mod:`clustertwin.comm`, via :mod:`clustertwin.train.collectives`) is asked for
+each group with its size and ranks per node; :func:`placement_of` describes a group's footprint (nodes,
+leaves, pods crossed) with :func:`clustertwin.comm.placement.contiguous_placement`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from clustertwin.comm.placement import Placement, contiguous_placement
+from clustertwin.specs.cluster import ClusterSpec
+from clustertwin.train.layout import Layouts, fmax, fmin, scalar, where
+
+
+@dataclass
+class Group:
+    """One parallel group: members and members per node (ints or int arrays)."""
+
+    size: object
+    ranks_per_node: object
+
+
+@dataclass
+class Groups:
+    """Every parallel group of a layout."""
+
+    tp: Group
+    cp: Group
+    dp: Group
+    """dense gradient group: DP x CP"""
+    ep: Group
+    edp: Group
+    """expert gradient group: DP x CP / EP"""
+    pp: Group
+    """one pipeline hop: a pair of neighbouring stages"""
+    etp: Group
+    """expert tensor parallelism (= TP)"""
+
+
+def ranks_per_node(size, stride, gpus_per_node: int):
+    """Members per node of a group of ``size`` ranks ``stride`` apart in the rank order."""
+    inner = fmax(gpus_per_node // stride, 1)
+    return where(stride < gpus_per_node, fmin(size, inner), 1)
+
+
+def groups(lay: Layouts, gpus_per_node: int) -> Groups:
+    """Sizes and ranks per node of every group of ``lay`` (vectorised)."""
+    tp, cp, dp, ep, pp = lay.tp, lay.cp, lay.dp, lay.ep, lay.pp
+    gpn = gpus_per_node
+    dpcp = dp * cp
+    edp = fmax(dpcp // ep, 1)
+    tp_group = Group(tp, fmin(tp, gpn))
+    pp_stride = tp * cp * dp
+    return Groups(
+        tp=tp_group,
+        cp=Group(cp, ranks_per_node(cp, tp, gpn)),
+        dp=Group(dpcp, ranks_per_node(dpcp, tp, gpn)),
+        ep=Group(ep, ranks_per_node(ep, tp * cp, gpn)),
+        edp=Group(edp, ranks_per_node(edp, tp * ep, gpn)),
+        pp=Group(where(pp > 1, 2, 1), where(pp_stride * pp <= gpn, 2, 1)),
+        etp=tp_group,
+    )
+
+
+def placement_of(cluster: ClusterSpec, group: Group, i: int = 0) -> Placement:
+    """The footprint on ``cluster`` of layout ``i``'s ``group`` (nodes, ranks per node, network span)."""
+    size = int(scalar(group.size, i))
+    return contiguous_placement(cluster, size, min(int(scalar(group.ranks_per_node, i)), size))

@@ -1,0 +1,111 @@
+"""The software stack of a run: which features its framework has (``ParallelismSpec.software_stack``).
+
+A stack decides how the model costs a layout (fused flash attention or Megatron's unfused attention over
+materialised scores; TP communication overlapped with GEMMs or exposed) and which layouts the search and
+the validate runner may offer (sequence parallelism, selective recompute, ZeRO stages, context
+parallelism, the interleaved schedule, uneven pipeline splits, FP8). Named presets, with where the
+feature set comes from:
+
+* ``megatron-2021``: Megatron-LM as in Narayanan et al. 2021 (SC21): TP, PP with the interleaved
+  schedule, full recompute, no sequence parallelism, no distributed optimizer;
+* ``megatron-2022``: Megatron-LM after Korthikanti et al. 2022: + sequence parallelism, selective
+  recompute, the distributed optimizer (ZeRO-1);
+* ``deepspeed-2022``: Megatron-DeepSpeed (BLOOM, vTrain's runs): ZeRO 0-2, 1F1B pipeline only (no
+  interleaving), no sequence parallelism or selective recompute, unfused attention;
+* ``megatron-core-2024``: Megatron-Core + Transformer Engine (r0.8, 2024): fused flash attention,
+  TP communication overlap, context parallelism, uneven first/last stages, FP8, overlapped gradient
+  reduce and parameter gather;
+* ``nemo-2025``: NeMo 2 / Megatron-Bridge recipes on Megatron-Core (2025): as megatron-core-2024, with
+  embedding and loss counted in the pipeline split;
+* ``torchtitan-2025``: torchtitan (PyTorch FSDP2, async TP, context parallel, float8, flexible
+  pipeline splits): ZeRO-3 (FSDP) instead of a distributed optimizer.
+
+``te`` and ``legacy`` name megatron-core-2024 and megatron-2022; ``auto`` (the default) picks by the GPU's
+release year (``TrainParams.te_stack_min_year``): the stack the published runs of that generation used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from clustertwin.errors import SpecError, did_you_mean
+from clustertwin.specs.cluster import ClusterSpec
+from clustertwin.train.params import TrainParams
+
+
+@dataclass(frozen=True)
+class Stack:
+    """Features of a training framework release."""
+
+    name: str
+    year: int
+    flash_attention: bool
+    """fused (flash) attention kernels; else unfused attention over materialised scores"""
+    tp_comm_overlap: bool
+    """TP collectives overlapped with GEMMs (Transformer Engine userbuffers, async TP)"""
+    sequence_parallel: bool
+    selective_recompute: bool
+    zero_stages: tuple[int, ...]
+    """ZeRO stages it runs (1 = Megatron's distributed optimizer, 3 = FSDP)"""
+    context_parallel: bool
+    interleaved: bool
+    """interleaved 1F1B (virtual pipeline chunks)"""
+    uneven_pipeline: bool
+    """first/last stage layers, embedding/loss in the split, layout strings"""
+    fp8: bool
+    overlap_grad_reduce: bool
+    """gradient reduce-scatter per bucket during the backward"""
+    overlap_param_gather: bool
+    """parameter all-gather of the distributed optimizer during the next forward"""
+
+
+_MEGATRON_2021 = Stack("megatron-2021", 2021, flash_attention=False, tp_comm_overlap=False,
+                       sequence_parallel=False, selective_recompute=False, zero_stages=(0,),
+                       context_parallel=False, interleaved=True, uneven_pipeline=False, fp8=False,
+                       overlap_grad_reduce=True, overlap_param_gather=False)
+_MEGATRON_2022 = replace(_MEGATRON_2021, name="megatron-2022", year=2022, sequence_parallel=True,
+                         selective_recompute=True, zero_stages=(0, 1, 2, 3))
+_DEEPSPEED_2022 = replace(_MEGATRON_2021, name="deepspeed-2022", year=2022, zero_stages=(0, 1, 2),
+                          interleaved=False)
+_MCORE_2024 = Stack("megatron-core-2024", 2024, flash_attention=True, tp_comm_overlap=True,
+                    sequence_parallel=True, selective_recompute=True, zero_stages=(0, 1, 2, 3),
+                    context_parallel=True, interleaved=True, uneven_pipeline=True, fp8=True,
+                    overlap_grad_reduce=True, overlap_param_gather=True)
+STACKS: dict[str, Stack] = {s.name: s for s in (
+    _MEGATRON_2021, _MEGATRON_2022, _DEEPSPEED_2022, _MCORE_2024,
+    replace(_MCORE_2024, name="nemo-2025", year=2025),
+    replace(_MCORE_2024, name="torchtitan-2025", year=2025, zero_stages=(0, 3)),
+)}
+#: the two generic names of earlier releases
+ALIASES = {"te": "megatron-core-2024", "legacy": "megatron-2022"}
+NAMES = ("auto", *ALIASES, *STACKS)
+
+
+def resolve_stack(name: str | None, cluster: ClusterSpec, params: TrainParams) -> Stack:
+    """The stack called ``name`` (``auto``/None: by the GPU's release year); SpecError for unknown names."""
+    key = name or "auto"
+    if key == "auto":
+        year = cluster.node.gpu.release_year
+        key = "te" if (year is None or year >= params.te_stack_min_year) else "legacy"
+    key = ALIASES.get(key, key)
+    if key not in STACKS:
+        raise SpecError(f"unknown software stack '{name}'{did_you_mean(str(name), NAMES)} (expected one of "
+                        f"{', '.join(NAMES)})", path=("software_stack",))
+    return STACKS[key]
+
+
+def stack_violation(stack: Stack, *, sequence_parallel: bool, recompute: str, zero: int, cp: int, vpp: int,
+                    uneven: bool, precision: str) -> str | None:
+    """Why a layout needs a feature ``stack`` lacks (None when the stack runs it)."""
+    missing = [what for what, bad in (
+        ("sequence parallelism", sequence_parallel and not stack.sequence_parallel),
+        ("selective recompute", recompute == "selective" and not stack.selective_recompute),
+        (f"ZeRO stage {zero}", zero not in stack.zero_stages),
+        ("context parallelism", cp > 1 and not stack.context_parallel),
+        ("the interleaved schedule (vpp > 1)", vpp > 1 and not stack.interleaved),
+        ("uneven pipeline stages", uneven and not stack.uneven_pipeline),
+        ("FP8 training", precision == "fp8" and not stack.fp8),
+    ) if bad]
+    if not missing:
+        return None
+    return f"software stack {stack.name} has no {', '.join(missing)}"

@@ -1,0 +1,84 @@
+"""Import direction (DESIGN.md "Layers and layout"): a module imports only from its own layer or below;
+``specs``, ``catalog``, ``errors`` and ``units`` are imported by everyone; ``cli`` imports everything.
+Function-level (lazy) imports count too. Also: no file in ``train/`` over the size target, and the
+training specs do no catalog I/O."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "clustertwin"
+
+#: layer of every top-level package/module (data flows upward: specs -> hardware facts ->
+#: topology/communication -> workload models -> cluster behaviour -> interfaces)
+LAYERS: dict[str, int] = {
+    "units": 0, "errors": 0, "labels": 0, "safety": 0,
+    "specs": 1, "catalog": 1,
+    "topology": 2, "facility": 2,
+    "comm": 3,
+    "train": 4, "infer": 4, "hpc": 4, "datapath": 4,
+    "reliability": 5, "sched": 5, "plan": 5, "plan_rows": 5, "explain": 5,
+    "ops": 6, "deploy": 6, "sweep": 6, "report": 6, "validate": 6,
+    "cli": 7, "__init__": 7, "__main__": 7,
+}
+#: modules that belong to another layer than their package: the validate runner's evaluators of the
+#: training kinds (registered in validate.py) compose train and reliability
+#: hpc's budget comparison prices whole designs, as plan does
+MODULE_LAYERS: dict[str, int] = {"train.validation": LAYERS["validate"], "hpc.compare": LAYERS["plan"]}
+TRAIN_MAX_LINES = 300
+
+
+def _modules():
+    for path in sorted(SRC.rglob("*.py")):
+        rel = path.relative_to(SRC).with_suffix("")
+        yield ".".join(rel.parts), path
+
+
+def _imports(path: Path):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        else:
+            continue
+        for n in names:
+            if n.startswith("clustertwin."):
+                yield node.lineno, n.split(".")[1]
+
+
+def _layer(module: str) -> int:
+    for prefix, layer in MODULE_LAYERS.items():
+        if module == prefix or module.startswith(prefix + "."):
+            return layer
+    top = module.split(".")[0]
+    if top not in LAYERS:
+        pytest.fail(f"module clustertwin.{module} has no layer: add '{top}' to LAYERS in {__file__}")
+    return LAYERS[top]
+
+
+def test_every_import_points_down_or_sideways():
+    bad = []
+    for module, path in _modules():
+        own = _layer(module)
+        for line, target in _imports(path):
+            if target not in LAYERS:
+                pytest.fail(f"clustertwin.{target} (imported by {module}:{line}) has no layer in LAYERS")
+            if LAYERS[target] > own and LAYERS[target] > LAYERS["catalog"]:
+                bad.append(f"{module}:{line} imports clustertwin.{target}")
+    assert not bad, bad
+
+
+def test_train_files_stay_small():
+    big = {p.name: n for p in (SRC / "train").glob("*.py") if (n := len(p.read_text().splitlines())) > TRAIN_MAX_LINES}
+    assert not big, big
+
+
+@pytest.mark.parametrize("name", ["parallelism", "model"])
+def test_training_specs_do_no_catalog_io(name):
+    targets = {t for _, t in _imports(SRC / "specs" / f"{name}.py")}
+    assert "catalog" not in targets
