@@ -68,9 +68,10 @@ def test_prefix_aware_routing_raises_cache_hits(dep70):
     lo = simulate_fleet(dep70, tr, FleetPolicy(replicas=4, router="least-outstanding"))
     px = simulate_fleet(dep70, tr, FleetPolicy(replicas=4, router="prefix"))
     assert px.info["prefix_cache_hit_rate"] > lo.info["prefix_cache_hit_rate"] + 0.1
-    # cache hits shorten the typical prefill (median TTFT); the mean stays close because prefix affinity also
-    # piles a popular conversation's turns onto one replica (the known load-balance cost of KV-aware routing)
-    assert px.metrics["median_ttft_ms"] < 0.9 * lo.metrics["median_ttft_ms"]
+    # cache hits skip prefill work: the same trace needs less GPU compute. TTFT is not asserted: affinity also
+    # piles a popular conversation's turns onto one replica, the known load-balance cost of KV-aware routing,
+    # and which effect wins depends on the load
+    assert px.metrics["gpu_busy_fraction"] < 0.95 * lo.metrics["gpu_busy_fraction"]
 
 
 def test_cold_start_from_model_size_and_path(dep70):
