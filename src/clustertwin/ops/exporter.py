@@ -18,6 +18,7 @@ from prometheus_client.registry import Collector
 
 from clustertwin.ops.gpu import THROTTLE_REASON_BITS, GpuInfo
 from clustertwin.ops.nvml import GpuBackend
+from clustertwin.safety import one_line
 from clustertwin.units import MIB
 
 DEFAULT_PORT = 9400
@@ -66,7 +67,8 @@ GPU_COUNT_METRIC = "clustertwin_gpus"
 
 
 def _labels(g: GpuInfo, hostname: str) -> list[str]:
-    return [str(g.index), g.uuid or "", f"nvidia{g.index}", g.name, hostname]
+    # label values on one line (prometheus_client escapes LF, quotes and backslashes; the rest is ours)
+    return [str(g.index), one_line(g.uuid or ""), f"nvidia{g.index}", one_line(g.name), one_line(hostname)]
 
 
 class GpuCollector(Collector):
@@ -79,7 +81,7 @@ class GpuCollector(Collector):
     def collect(self) -> Iterator[Any]:
         gpus = self.backend.gpus()
         count = GaugeMetricFamily(GPU_COUNT_METRIC, "GPUs visible to the driver.", labels=["Hostname"])
-        count.add_metric([self.hostname], float(len(gpus)))
+        count.add_metric([one_line(self.hostname)], float(len(gpus)))
         yield count
         for name, doc, attr, scale in _GAUGES:
             fam = GaugeMetricFamily(name, doc, labels=list(LABELS))
@@ -108,7 +110,7 @@ class GpuCollector(Collector):
         xid = CounterMetricFamily(XID_METRIC.removesuffix("_total"), "Xid events seen by the exporter, by code.",
                                   labels=["gpu", "xid", "Hostname"])
         for (gpu, code), n in sorted(self.backend.xid_counts().items()):
-            xid.add_metric([str(gpu), str(code), self.hostname], float(n))
+            xid.add_metric([str(gpu), str(code), one_line(self.hostname)], float(n))
         yield xid
 
 
