@@ -88,3 +88,37 @@ def fmt(v: Any) -> str:
             return f"{v:.2f}"
         return f"{v:.3g}"
     return str(v)
+
+
+# ------------------------------------------------------------------------------------- numeric options
+#: Numeric options that count things, degrees of parallelism, sizes, rates and durations that cannot be
+#: zero; every other int/float option must be finite and >= 0 (see :func:`check_number_option`).
+POSITIVE_OPTIONS: frozenset[str] = frozenset({
+    "--gpus", "--tp", "--pp", "--dp", "--cp", "--ep", "--vpp", "--micro-batch", "--global-batch", "--seq-len",
+    "--num-requests", "--nodes", "--top", "--processes", "--batch-points", "--ranks-per-node",
+    "--nprocs", "--input-len", "--output-len", "--batch", "--concurrency", "--request-rate", "--qps",
+    "--slo-ttft-ms", "--slo-tpot-ms", "--percentile", "--tokens", "--tokens-per-s", "--days", "--window-days",
+    "--checkpoint-gb", "--node-mtbf-h", "--node-mttr-h", "--max-jobs", "--cpu-procs",
+    "--gpus-per-host", "--step-factor", "--start-gpus", "--gemm-n", "--memory-mib", "--storage-mib", "--iodepth",
+    "--port",
+})
+
+
+def check_number_option(name: str, value: Any) -> str | None:
+    """Why ``value`` is not acceptable for the numeric option ``name``, or None: every numeric option is
+    finite (no NaN/inf), at least 0 and, for integers, at most 2^63-1 (numpy's int64); the options in
+    :data:`POSITIVE_OPTIONS` are > 0."""
+    if value is None or isinstance(value, bool):
+        return None
+    values = value if isinstance(value, list | tuple) else (value,)
+    for v in values:
+        if isinstance(v, float) and not math.isfinite(v):
+            return f"{name} must be a finite number (got {v})"
+        if isinstance(v, int | float):
+            if isinstance(v, int) and v > 2**63 - 1:
+                return f"{name} must be at most 2^63-1 (got {v})"
+            if name in POSITIVE_OPTIONS and v <= 0:
+                return f"{name} must be > 0 (got {v:g})" if isinstance(v, float) else f"{name} must be >= 1 (got {v})"
+            if v < 0:
+                return f"{name} must be >= 0 (got {v:g})"
+    return None
