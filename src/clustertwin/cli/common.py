@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from clustertwin import specs
+from clustertwin.errors import SpecError
 
 console = Console()
 err_console = Console(stderr=True)
@@ -35,6 +36,17 @@ def load_calibration(ref: str | Path | None) -> specs.Calibration | None:
     if ref is None:
         return None
     return specs.load(specs.Calibration, str(ref))
+
+
+def check_output_path(path: Path, option: str = "--out") -> Path:
+    """``path`` if a file can be created there; a missing directory or a directory in its place is a
+    one-line SpecError naming the option, raised before any work starts."""
+    parent = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise SpecError(f"{option} {path}: is a directory, expected a file name")
+    if not parent.is_dir():
+        raise SpecError(f"{option} {path}: directory {parent} does not exist")
+    return path
 
 
 def _jsonable(obj: Any) -> Any:
