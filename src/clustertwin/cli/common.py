@@ -116,10 +116,22 @@ POSITIVE_OPTIONS: frozenset[str] = frozenset({
 })
 
 
+#: Physical upper bounds of options whose value sizes an allocation or an exponent, far above any real
+#: figure (largest published runs: ~10^5 GPUs, 10^13-10^14 tokens, checkpoints of tens of TB, months).
+OPTION_MAX: dict[str, float] = {
+    "--gpus": 1e8, "--start-gpus": 1e8, "--nodes": 1e7, "--hot-spares": 1e7, "--trials": 1e8,
+    "--num-requests": 1e7, "--concurrency": 1e6, "--batch": 1e6, "--input-len": 2**30, "--output-len": 2**30,
+    "--seq-len": 2**30, "--tokens": 1e18, "--tokens-per-s": 1e12, "--days": 36_500.0, "--window-days": 36_500.0,
+    "--checkpoint-gb": 1e6, "--max-jobs": 1e9,
+}
+MAX_OPTION_INT = 2**53
+"""Largest integer any option takes (exact in float64; products of a few stay within int64)."""
+
+
 def check_number_option(name: str, value: Any) -> str | None:
     """Why ``value`` is not acceptable for the numeric option ``name``, or None: every numeric option is
-    finite (no NaN/inf), at least 0 and, for integers, at most 2^63-1 (numpy's int64); the options in
-    :data:`POSITIVE_OPTIONS` are > 0."""
+    finite (no NaN/inf), at least 0 and, for integers, at most 2^53 (so int64 arithmetic cannot overflow);
+    the options in :data:`POSITIVE_OPTIONS` are > 0 and those in :data:`OPTION_MAX` below their bound."""
     if value is None or isinstance(value, bool):
         return None
     values = value if isinstance(value, list | tuple) else (value,)
@@ -127,8 +139,10 @@ def check_number_option(name: str, value: Any) -> str | None:
         if isinstance(v, float) and not math.isfinite(v):
             return f"{name} must be a finite number (got {v})"
         if isinstance(v, int | float):
-            if isinstance(v, int) and v > 2**63 - 1:
-                return f"{name} must be at most 2^63-1 (got {v})"
+            if isinstance(v, int) and abs(v) > MAX_OPTION_INT:
+                return f"{name} must be at most 2^53 (got {v})"
+            if name in OPTION_MAX and v > OPTION_MAX[name]:
+                return f"{name} must be at most {OPTION_MAX[name]:,.0f} (got {v:g})"
             if name in POSITIVE_OPTIONS and v <= 0:
                 return f"{name} must be > 0 (got {v:g})" if isinstance(v, float) else f"{name} must be >= 1 (got {v})"
             if v < 0:
