@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 
-def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # noqa: ARG001 - pytest hook signature
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     from tests.fuzz.harness import CASES
 
     if CASES:

@@ -51,7 +51,7 @@ def values() -> st.SearchStrategy[object]:
                      st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=8))
 
 
-class CaseTimeout(BaseException):  # noqa: N818 - BaseException: the CLI's `except Exception` must not catch it
+class CaseTimeout(BaseException):
     """A case ran past its bound."""
 
 
@@ -88,8 +88,11 @@ def check(r: CliResult, args: tuple[str, ...]) -> CliResult:
 def run(surface: str, *args: str, timeout_s: float = CASE_TIMEOUT_S) -> CliResult:
     """One fuzz case: the CLI in-process, bounded in time, checked against the contract."""
     CASES[surface] += 1
-    with bounded(timeout_s):
-        r = run_cli(*args)
+    try:
+        with bounded(timeout_s):
+            r = run_cli(*args)
+    except CaseTimeout:
+        raise AssertionError(f"hang: `{' '.join(args)}` ran past {timeout_s:g} s") from None
     return check(r, args)
 
 

@@ -38,7 +38,7 @@ MAX_SPEC_INT = 2**53
 #: class -> field -> (limit, largest published figure): ~100x the largest published model, so a typo such as
 #: ``hidden: 1.0e+30`` is an error instead of a 1e52-second step. Largest published: PaLM-540B hidden 18,432
 #: and 48 heads; GPT-3 96 layers (Megatron-Turing 105); Gemma vocab 256,000; Llama-4 Scout 10M context;
-#: DeepSeek-V3 256 experts, top-8, kv_lora_rank 512.
+#: DeepSeek-V3 256 experts, top-8, kv_lora_rank 512. Clusters and nodes likewise.
 PHYSICAL_LIMITS: dict[str, dict[str, tuple[int, int]]] = {
     "ModelSpec": {"layers": (10_000, 105), "hidden": (2**21, 18_432), "heads": (2**16, 128),
                   "kv_heads": (2**16, 128), "head_dim": (2**16, 256), "ffn_hidden": (2**24, 73_728),
@@ -47,6 +47,10 @@ PHYSICAL_LIMITS: dict[str, dict[str, tuple[int, int]]] = {
                   "mla_rope_dim": (2**16, 64)},
     "MoESpec": {"experts": (2**20, 256), "top_k": (2**16, 8), "expert_ffn_hidden": (2**24, 18_432),
                 "shared_experts": (2**16, 2), "moe_layers": (10_000, 58)},
+    # largest built: ~25,000 8-GPU nodes (200k GPUs); NVL576 domains; 8 NICs per 8-GPU node
+    "ClusterSpec": {"nodes": (1_000_000, 25_000), "gpus": (8_000_000, 200_000)},
+    "NodeSpec": {"gpus": (4096, 576)},
+    "NICSpec": {"count": (4096, 576)},
 }
 
 

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 from clustertwin import inputs
 from clustertwin.catalog import store
 from clustertwin.errors import SpecError, UnknownPresetError, did_you_mean
+from clustertwin.safety import one_line
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -66,10 +67,12 @@ def validation_error_to_spec_error(
     loc = _clean_loc(tuple(e["loc"]))
     etype = e["type"]
     if etype == "extra_forbidden":
+        key = e["loc"][-1] if e["loc"] else "?"  # the user's key itself, even if it looks like a validator name
+        loc = (*_clean_loc(tuple(e["loc"][:-1])), key)
         parent = _submodel(cls, loc[:-1])
         valid = list(parent.model_fields) if parent else []
-        key = loc[-1]
-        msg = f"unknown key '{key}'{did_you_mean(str(key), valid)}"
+        msg = f"unknown key {one_line(repr(key)) if not isinstance(key, str) else repr(key)}"
+        msg = f"unknown key '{one_line(key)}'{did_you_mean(str(key), valid)}" if isinstance(key, str) else msg
         if not did_you_mean(str(key), valid) and valid:
             msg += f" (valid keys: {', '.join(valid)})"
     elif etype == "missing":
