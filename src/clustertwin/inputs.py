@@ -126,8 +126,9 @@ def check_tree(data: Any, file: str | None = None, *, max_depth: int = MAX_DEPTH
     return data
 
 
-def parse_document(text: str, file: str | None = None, *, json_format: bool = False) -> Any:
-    """YAML (safe loader) or JSON ``text`` as Python data, with :func:`check_tree` limits applied."""
+def parse_document(text: str, file: str | None = None, *, json_format: bool = False, limits: bool = True) -> Any:
+    """YAML (safe loader) or JSON ``text`` as Python data, with :func:`check_tree` limits applied (``limits=False``
+    leaves them to the caller, e.g. per validation case so one bad case does not reject its whole file)."""
     try:
         data = json.loads(text) if json_format else yaml.load(text, Loader=SAFE_LOADER)
     except json.JSONDecodeError as e:
@@ -144,13 +145,13 @@ def parse_document(text: str, file: str | None = None, *, json_format: bool = Fa
         if "digits" in msg:
             msg = f"an integer with more than {sys.get_int_max_str_digits():,} digits"
         raise SpecError(f"unreadable value: {msg}", file=file) from None
-    return check_tree(data, file)
+    return check_tree(data, file) if limits else data
 
 
-def read_document(path: str | Path) -> Any:
-    """A YAML or JSON file (by suffix) as checked Python data."""
+def read_document(path: str | Path, *, limits: bool = True) -> Any:
+    """A YAML or JSON file (by suffix) as checked Python data (see :func:`parse_document`)."""
     p = Path(path)
-    return parse_document(read_text(p), str(p), json_format=p.suffix.lower() == ".json")
+    return parse_document(read_text(p), str(p), json_format=p.suffix.lower() == ".json", limits=limits)
 
 
 # ---------------------------------------------------------------------------------------------- numbers

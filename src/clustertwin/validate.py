@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from clustertwin import inputs
 from clustertwin.errors import ClusterTwinError, SpecError, did_you_mean
 from clustertwin.safety import one_line
-from clustertwin.specs.loading import read_document
 
 #: case kind -> "module:function" evaluating it
 EVALUATORS: dict[str, str] = {
@@ -75,7 +75,7 @@ def iter_cases(paths: Iterable[str | Path]) -> Iterator[tuple[str, int, dict | S
         files = sorted(path.glob("*.yaml")) if path.is_dir() else [path]
         for f in files:
             try:
-                doc = read_document(f)
+                doc = inputs.read_document(f, limits=False)  # limits per case below: one bad case, one failure
             except SpecError as e:
                 yield str(f), 0, e
                 continue
@@ -86,6 +86,11 @@ def iter_cases(paths: Iterable[str | Path]) -> Iterator[tuple[str, int, dict | S
             for i, c in enumerate(cases):
                 if not isinstance(c, dict):
                     yield str(f), i, SpecError("expected a mapping", file=str(f), path=("cases", i))
+                    continue
+                try:
+                    inputs.check_tree(c, str(f))
+                except SpecError as e:
+                    yield str(f), i, e.with_context(prefix=("cases", i))
                     continue
                 yield str(f), i, c
 

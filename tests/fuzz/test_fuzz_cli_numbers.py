@@ -17,7 +17,7 @@ COMMANDS: dict[str, tuple[tuple[str, ...], tuple[str, ...], int]] = {
                        ("--gpus", "--global-batch", "--seq-len", "--tp", "--pp", "--dp", "--cp", "--ep", "--vpp",
                         "--micro-batch", "--zero", "--tokens", "--usd-per-gpu-hour", "--hot-spares", "--trials",
                         "--seed"), 260),
-    "train search": (("--gpus", "16", "-b", "16"),
+    "train search": (("--gpus", "8", "-b", "8", "--tp", "8"),  # a small search: ~20 ms per case
                      ("--gpus", "--global-batch", "--tp", "--pp", "--dp", "--cp", "--ep", "--vpp", "--micro-batch",
                       "--zero", "--top", "--tokens", "--usd-per-gpu-hour"), 60),
     "infer estimate": (("-m", "llama3-8b", "--gpus", "1"),
