@@ -65,9 +65,18 @@ def evaluator(kind: str) -> Callable[[dict], dict]:
     return getattr(mod, fn)
 
 
-def iter_cases(paths: Iterable[str | Path]) -> Iterator[tuple[str, int, dict | SpecError]]:
+@dataclass(frozen=True)
+class BadEntry:
+    """A case file or entry that cannot be read: listed and counted as a failed case."""
+
+    error: SpecError
+    id: str | None = None
+    kind: str = "?"
+
+
+def iter_cases(paths: Iterable[str | Path]) -> Iterator[tuple[str, int, dict | BadEntry]]:
     """(file, index, case) for every case in the files (directories expand to their *.yaml). A file or an
-    entry that cannot be read yields its SpecError in place of the case, so the run lists and counts it."""
+    entry that cannot be read yields a :class:`BadEntry` in place of the case, so the run lists and counts it."""
     for p in paths:
         path = Path(p)
         if not path.exists():  # a mistyped argument is a usage error (exit 2), not a failed case
@@ -77,20 +86,21 @@ def iter_cases(paths: Iterable[str | Path]) -> Iterator[tuple[str, int, dict | S
             try:
                 doc = inputs.read_document(f, limits=False)  # limits per case below: one bad case, one failure
             except SpecError as e:
-                yield str(f), 0, e
+                yield str(f), 0, BadEntry(e)
                 continue
             cases = doc.get("cases", [doc]) if isinstance(doc, dict) else doc
             if not isinstance(cases, list):
-                yield str(f), 0, SpecError("expected a case or a list under 'cases:'", file=str(f))
+                yield str(f), 0, BadEntry(SpecError("expected a case or a list under 'cases:'", file=str(f)))
                 continue
             for i, c in enumerate(cases):
                 if not isinstance(c, dict):
-                    yield str(f), i, SpecError("expected a mapping", file=str(f), path=("cases", i))
+                    yield str(f), i, BadEntry(SpecError("expected a mapping", file=str(f), path=("cases", i)))
                     continue
                 try:
                     inputs.check_tree(c, str(f))
                 except SpecError as e:
-                    yield str(f), i, e.with_context(prefix=("cases", i))
+                    yield str(f), i, BadEntry(e.with_context(prefix=("cases", i)), one_line(c.get("id", "")) or None,
+                                              one_line(c.get("kind", "?")))
                     continue
                 yield str(f), i, c
 
@@ -163,9 +173,9 @@ def run(paths: Iterable[str | Path], kinds: set[str] | None = None,
     """Evaluate every case in ``paths`` (optionally only some kinds): ``{"cases": [...], "summary": {...}}``."""
     results: list[CaseResult] = []
     for file, i, case in iter_cases(paths):
-        if isinstance(case, SpecError):  # unreadable file or entry: listed and counted as failed
-            results.append(CaseResult(id=f"{Path(file).name}#{i}", kind="?", source="", measured={},
-                                      error=one_line(case), file=file))
+        if isinstance(case, BadEntry):  # unreadable file or entry: listed and counted as failed
+            results.append(CaseResult(id=case.id or f"{Path(file).name}#{i}", kind=case.kind, source="",
+                                      measured={}, error=one_line(case.error), file=file))
         elif kinds and case.get("kind") not in kinds:
             continue
         else:
