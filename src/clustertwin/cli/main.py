@@ -11,7 +11,11 @@ import warnings
 from typing import Any
 
 import typer
-from typer._click.exceptions import UsageError
+
+try:  # typer >= 0.2x vendors click as typer._click; older typer uses click itself
+    from typer._click.exceptions import UsageError
+except ImportError:  # pragma: no cover - depends on the installed typer
+    from click.exceptions import UsageError
 
 from clustertwin import __version__
 from clustertwin.cli.common import check_number_option
@@ -76,7 +80,9 @@ def _guard_numbers(command: Any) -> None:
     for param in getattr(command, "params", []):
         desc = getattr(param, "type_descriptor", None)
         annotation = getattr(desc, "annotation", None)
-        if annotation in (int, float) or typing.get_args(annotation) in ((int,), (float,)):
+        click_type = getattr(getattr(param, "type", None), "name", None)  # typer on plain click
+        if annotation in (int, float) or typing.get_args(annotation) in ((int,), (float,)) or \
+                click_type in ("integer", "float"):
             long = next((o for o in param.opts if o.startswith("--")), param.opts[0])
             param.callback = _numeric_guard(param.callback, long)
 
