@@ -8,23 +8,22 @@ Rules (each generated format uses the helper for its context):
   VT, FF and FS/GS/RS (U+001C-U+001E); terminals act on the remaining C0/C1 controls (ESC, CSI U+009B).
   Bidirectional overrides (U+202A-U+202E, U+2066-U+2069) and the BOM are removed too, so a comment reads
   as it will run ("Trojan Source", CVE-2021-42574).
-- Validated words (Slurm partitions, Kubernetes names, paths): :func:`full_word` matches the whole string
-  (``re.fullmatch``; a ``$``-anchored ``re.match`` also accepts a trailing newline).
-- Shell words: :func:`shell_quote` (``shlex.quote``: one word whatever the content).
-- YAML scalars: :func:`yaml_dump` (``yaml.safe_dump``; PyYAML quotes and escapes every line break, so a
-  scalar stays one scalar; round trip asserted in the tests).
-- HTML: jinja2 autoescape / :func:`html_text`; JSON inside ``<script>``: :func:`script_json`.
-- Prometheus label values: :func:`prom_label_value` (the text format's three escapes).
+- Validated words (Slurm partitions, Kubernetes names, paths; ``deploy.job``) match the whole string with
+  ``re.fullmatch`` (a ``$``-anchored ``re.match`` also accepts a trailing newline).
+- Shell words: ``shlex.quote`` (``deploy.slurm``: one word whatever the content).
+- YAML scalars: ``yaml.safe_dump`` (``deploy.k8s``; PyYAML quotes and escapes every line break, so a scalar
+  stays one scalar; round trip asserted in tests/fuzz/test_output_safety.py).
+- HTML: jinja2 autoescape, every printed string through :func:`one_line` (``report.html``); JSON inside
+  ``<script>``: :func:`script_json`.
+- Prometheus label values (``ops.exporter``): :func:`one_line`, then prometheus_client's escapes of backslash,
+  double quote and line feed.
 """
 
 from __future__ import annotations
 
 import re
-import shlex
-from typing import Any
 
-import yaml
-from markupsafe import Markup, escape
+from markupsafe import Markup
 
 #: Every character some consumer treats as a line break (YAML 1.1 and str.splitlines together).
 LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
@@ -47,41 +46,9 @@ comment_safe = one_line
 """Alias used by the renderers (a comment is the strictest one-line context)."""
 
 
-def full_word(pattern: re.Pattern[str], text: str) -> bool:
-    """Whether the *whole* of ``text`` matches ``pattern`` (``re.fullmatch``, never ``$``)."""
-    return pattern.fullmatch(text) is not None
-
-
-def shell_quote(text: str) -> str:
-    """One shell word holding exactly ``text`` (``shlex.quote``)."""
-    return shlex.quote(text)
-
-
-def yaml_dump(data: Any, **kw: Any) -> str:
-    """``yaml.safe_dump`` with stable options (insertion order kept, no flow style, unicode allowed:
-    PyYAML escapes NEL/LS/PS and every control character in quoted scalars)."""
-    kw.setdefault("sort_keys", False)
-    kw.setdefault("default_flow_style", False)
-    kw.setdefault("allow_unicode", True)
-    kw.setdefault("width", 10_000)
-    return yaml.safe_dump(data, **kw)
-
-
-def html_text(text: object) -> Markup:
-    """HTML-escaped text (``&``, ``<``, ``>``, quotes)."""
-    return escape(str(text))
-
-
 def script_json(json_text: str) -> Markup:
     """JSON text safe inside a ``<script>`` element: ``<``, ``>``, ``&``, U+2028 and U+2029 written as
     ``\\uXXXX`` escapes, so the same value parses back and no ``</script>`` can close the element."""
     for ch, rep in _JSON_IN_SCRIPT.items():
         json_text = json_text.replace(ch, rep)
     return Markup(json_text)
-
-
-def prom_label_value(text: object) -> str:
-    """A Prometheus text-format label value: backslash, double quote and line feed escaped; every other
-    line-breaking or control character becomes a space (consumers split lines on more than LF)."""
-    s = str(text).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    return _UNSAFE_RE.sub(" ", s)
