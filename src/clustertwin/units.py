@@ -7,6 +7,8 @@ nccl-tests and vendor datasheets), binary GiB for memory capacity reports (``*_g
 
 from __future__ import annotations
 
+from clustertwin.errors import SpecError
+
 KB = 1e3
 MB = 1e6
 GB = 1e9
@@ -45,14 +47,19 @@ def bytes_to_gib(n_bytes: float) -> float:
 
 
 def parse_size(text: str | int | float) -> int:
-    """Parse a byte size as nccl-tests accepts it: ``8``, ``64K``, ``8M``, ``8G`` (binary multiples)."""
-    if isinstance(text, int | float):
-        return int(text)
+    """Parse a byte size as nccl-tests accepts it: ``8``, ``64K``, ``8M``, ``8G`` (binary multiples).
+    Anything else (``1.5.5K``, ``nan``, negative, past int64) is a SpecError."""
+    from clustertwin.inputs import INT64_MAX, parse_float  # lazy: inputs imports errors only, units is a leaf
+
     s = str(text).strip().upper().removesuffix("B").removesuffix("I")
     mult = {"K": KIB, "M": MIB, "G": GIB, "T": TIB}
+    scale = 1
     if s and s[-1] in mult:
-        return int(float(s[:-1]) * mult[s[-1]])
-    return int(float(s))
+        s, scale = s[:-1], mult[s[-1]]
+    n = parse_float(s, f"size {str(text)[:40]!r}", min_value=0.0) * scale
+    if n > INT64_MAX:
+        raise SpecError(f"size {str(text)[:40]!r}: larger than 2^63-1 bytes")
+    return int(n)
 
 
 def human_bytes(n_bytes: float) -> str:

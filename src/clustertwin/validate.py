@@ -9,14 +9,16 @@ depends on every layer but no layer depends on it. A case that cannot be evaluat
 from __future__ import annotations
 
 import importlib
+import math
 import statistics
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from clustertwin import inputs
 from clustertwin.errors import ClusterTwinError, SpecError, did_you_mean
-from clustertwin.specs.loading import read_document
+from clustertwin.safety import one_line
 
 #: case kind -> "module:function" evaluating it
 EVALUATORS: dict[str, str] = {
@@ -65,19 +67,43 @@ def evaluator(kind: str) -> Callable[[dict], dict]:
     return getattr(mod, fn)
 
 
-def iter_cases(paths: Iterable[str | Path]) -> Iterator[tuple[str, int, dict]]:
-    """(file, index, case) for every case in the files (directories expand to their *.yaml)."""
+@dataclass(frozen=True)
+class BadEntry:
+    """A case file or entry that cannot be read: listed and counted as a failed case."""
+
+    error: SpecError
+    id: str | None = None
+    kind: str = "?"
+
+
+def iter_cases(paths: Iterable[str | Path]) -> Iterator[tuple[str, int, dict | BadEntry]]:
+    """(file, index, case) for every case in the files (directories expand to their *.yaml). A file or an
+    entry that cannot be read yields a :class:`BadEntry` in place of the case, so the run lists and counts it."""
     for p in paths:
         path = Path(p)
+        if not path.exists():  # a mistyped argument is a usage error (exit 2), not a failed case
+            raise SpecError("file not found", file=str(path))
         files = sorted(path.glob("*.yaml")) if path.is_dir() else [path]
         for f in files:
-            doc = read_document(f)
+            try:
+                doc = inputs.read_document(f, limits=False)  # limits per case below: one bad case, one failure
+            except SpecError as e:
+                yield str(f), 0, BadEntry(e)
+                continue
             cases = doc.get("cases", [doc]) if isinstance(doc, dict) else doc
             if not isinstance(cases, list):
-                raise SpecError("expected a case or a list under 'cases:'", file=str(f))
+                yield str(f), 0, BadEntry(SpecError("expected a case or a list under 'cases:'", file=str(f)))
+                continue
             for i, c in enumerate(cases):
                 if not isinstance(c, dict):
-                    raise SpecError("expected a mapping", file=str(f), path=("cases", i))
+                    yield str(f), i, BadEntry(SpecError("expected a mapping", file=str(f), path=("cases", i)))
+                    continue
+                try:
+                    inputs.check_tree(c, str(f))
+                except SpecError as e:
+                    yield str(f), i, BadEntry(e.with_context(prefix=("cases", i)), one_line(c.get("id", "")) or None,
+                                              one_line(c.get("kind", "?")))
+                    continue
                 yield str(f), i, c
 
 
@@ -86,21 +112,43 @@ def rel_error(predicted: float, measured: float) -> float:
     return (predicted - measured) / measured
 
 
+def _value(v: Any, what: str, key: str) -> float:
+    """A measured (> 0) or predicted (>= 0) value as a finite float; anything else fails the case."""
+    try:
+        x = float(v)
+    except (TypeError, ValueError, OverflowError):
+        raise SpecError(f"{what} '{key}' is not a number (got {str(v)[:40]!r})") from None
+    if not math.isfinite(x) or x < 0 or (what == "measured" and x == 0):
+        bound = "> 0" if what == "measured" else ">= 0"
+        raise SpecError(f"{what} '{key}' must be a finite number {bound} (got {x:g})")
+    return x
+
+
 def evaluate_case(case: dict, file: str | None = None) -> CaseResult:
-    measured = dict(case.get("measured") or {})
+    """Evaluate one case; any failure (bad input, a model error, a negative/NaN/inf predicted or measured
+    value) becomes ``error`` on the result, never an exception."""
+    raw = case.get("measured")
+    measured = dict(raw) if isinstance(raw, dict) else {}
     res = CaseResult(id=str(case.get("id", "?")), kind=str(case.get("kind", "?")),
                      source=str(case.get("source", "")), measured=measured, file=file)
     try:
+        if raw is not None and not isinstance(raw, dict):
+            raise SpecError(f"'measured' must be a mapping of quantity: value (got {type(raw).__name__})")
+        checked = {k: _value(m, "measured", k) for k, m in measured.items()}
         pred = evaluator(res.kind)(case)
         res.predicted = pred
-        for k, m in measured.items():
+        for k, m in checked.items():
             if k not in pred:
                 raise SpecError(f"no prediction for measured key '{k}'")
-            res.rel_error[k] = rel_error(float(pred[k]), float(m))
+            res.rel_error[k] = rel_error(_value(pred[k], "predicted", k), m)
     except ClusterTwinError as e:
-        res.error = str(e)
-    except (ValueError, ZeroDivisionError, KeyError, TypeError) as e:
-        res.error = f"{type(e).__name__}: {e}"
+        res.error = one_line(e)
+    except RecursionError:
+        res.error = "RecursionError: case nested too deeply"
+    except Exception as e:  # a model failure on this case is reported with the case, never aborts the run
+        res.error = one_line(f"{type(e).__name__}: {e}")
+    if res.error is not None:
+        res.rel_error = {}
     return res
 
 
@@ -138,10 +186,14 @@ def run(paths: Iterable[str | Path], kinds: set[str] | None = None,
         progress: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Evaluate every case in ``paths`` (optionally only some kinds): ``{"cases": [...], "summary": {...}}``."""
     results: list[CaseResult] = []
-    for file, _i, case in iter_cases(paths):
-        if kinds and case.get("kind") not in kinds:
+    for file, i, case in iter_cases(paths):
+        if isinstance(case, BadEntry):  # unreadable file or entry: listed and counted as failed
+            results.append(CaseResult(id=case.id or f"{Path(file).name}#{i}", kind=case.kind, source="",
+                                      measured={}, error=one_line(case.error), file=file))
+        elif kinds and case.get("kind") not in kinds:
             continue
-        results.append(evaluate_case(case, file))
+        else:
+            results.append(evaluate_case(case, file))
         if progress:
             progress(len(results))
     return {"cases": [r.to_dict() for r in results], "summary": summarize(results), "_results": results}

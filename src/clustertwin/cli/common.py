@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from clustertwin import specs
+from clustertwin.errors import SpecError
 
 console = Console()
 err_console = Console(stderr=True)
@@ -36,6 +37,17 @@ def load_calibration(ref: str | Path | None) -> specs.Calibration | None:
     if ref is None:
         return None
     return specs.load(specs.Calibration, str(ref))
+
+
+def check_output_path(path: Path, option: str = "--out") -> Path:
+    """``path`` if a file can be created there; a missing directory or a directory in its place is a
+    one-line SpecError naming the option, raised before any work starts."""
+    parent = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise SpecError(f"{option} {path}: is a directory, expected a file name")
+    if not parent.is_dir():
+        raise SpecError(f"{option} {path}: directory {parent} does not exist")
+    return path
 
 
 def _jsonable(obj: Any) -> Any:
@@ -139,3 +151,51 @@ def fmt(v: Any) -> str:
             return f"{v:.2f}"
         return f"{v:.3g}"
     return str(v)
+
+
+# ------------------------------------------------------------------------------------- numeric options
+#: Numeric options that count things, degrees of parallelism, sizes, rates and durations that cannot be
+#: zero; every other int/float option must be finite and >= 0 (see :func:`check_number_option`).
+POSITIVE_OPTIONS: frozenset[str] = frozenset({
+    "--gpus", "--tp", "--pp", "--dp", "--cp", "--ep", "--vpp", "--micro-batch", "--global-batch", "--seq-len",
+    "--num-requests", "--nodes", "--top", "--processes", "--batch-points", "--ranks-per-node",
+    "--nprocs", "--input-len", "--output-len", "--batch", "--concurrency", "--request-rate", "--qps",
+    "--slo-ttft-ms", "--slo-tpot-ms", "--percentile", "--tokens", "--tokens-per-s", "--days", "--window-days",
+    "--checkpoint-gb", "--node-mtbf-h", "--node-mttr-h", "--max-jobs", "--cpu-procs",
+    "--gpus-per-host", "--step-factor", "--start-gpus", "--gemm-n", "--memory-mib", "--storage-mib", "--iodepth",
+    "--port",
+})
+
+
+#: Physical upper bounds of options whose value sizes an allocation or an exponent, far above any real
+#: figure (largest published runs: ~10^5 GPUs, 10^13-10^14 tokens, checkpoints of tens of TB, months).
+OPTION_MAX: dict[str, float] = {
+    "--gpus": 1e8, "--start-gpus": 1e8, "--nodes": 1e7, "--hot-spares": 1e7, "--trials": 1e8,
+    "--num-requests": 1e7, "--concurrency": 1e6, "--batch": 1e6, "--input-len": 2**30, "--output-len": 2**30,
+    "--seq-len": 2**30, "--tokens": 1e18, "--tokens-per-s": 1e12, "--days": 36_500.0, "--window-days": 36_500.0,
+    "--checkpoint-gb": 1e6, "--max-jobs": 1e9,
+}
+MAX_OPTION_INT = 2**53
+"""Largest integer any option takes (exact in float64; products of a few stay within int64)."""
+
+
+def check_number_option(name: str, value: Any) -> str | None:
+    """Why ``value`` is not acceptable for the numeric option ``name``, or None: every numeric option is
+    finite (no NaN/inf), at least 0 and, for integers, at most 2^53 (so int64 arithmetic cannot overflow);
+    the options in :data:`POSITIVE_OPTIONS` are > 0 and those in :data:`OPTION_MAX` below their bound."""
+    if value is None or isinstance(value, bool):
+        return None
+    values = value if isinstance(value, list | tuple) else (value,)
+    for v in values:
+        if isinstance(v, float) and not math.isfinite(v):
+            return f"{name} must be a finite number (got {v})"
+        if isinstance(v, int | float):
+            if isinstance(v, int) and abs(v) > MAX_OPTION_INT:
+                return f"{name} must be at most 2^53 (got {v})"
+            if name in OPTION_MAX and v > OPTION_MAX[name]:
+                return f"{name} must be at most {OPTION_MAX[name]:,.0f} (got {v:g})"
+            if name in POSITIVE_OPTIONS and v <= 0:
+                return f"{name} must be > 0 (got {v:g})" if isinstance(v, float) else f"{name} must be >= 1 (got {v})"
+            if v < 0:
+                return f"{name} must be >= 0 (got {v:g})"
+    return None

@@ -8,13 +8,23 @@ import math
 import typer
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 
-from clustertwin.cli.common import ClusterOpt, JsonOpt, console, load_cluster, load_model, print_json, table
+from clustertwin.cli.common import (
+    ClusterOpt,
+    JsonOpt,
+    console,
+    load_cluster,
+    load_model,
+    print_json,
+    table,
+)
 from clustertwin.errors import SpecError
 from clustertwin.reliability import estimate
 from clustertwin.reliability.failures import COMPONENT_CLASSES
 from clustertwin.reliability.model import ReliabilityResult
 from clustertwin.units import DAY_S, GB, HOUR_S, MINUTE_S
 
+MAX_TRIAL_EVENTS = 500_000_000
+"""Default work cap of the Monte Carlo: trial-interruptions it may simulate (~4 minutes on one core)."""
 PROGRESS_MIN_TRIAL_EVENTS = 2_000_000
 """Show a progress bar above this many trial-interruptions (about one second on one core, see
 benchmarks/test_reliability_bench.py)."""
@@ -72,6 +82,8 @@ def reliability_command(
     policy: str | None = typer.Option(None, "--policy", help="restart | spares | elastic (default restart)."),
     trials: int = typer.Option(1000, "--trials", help="Monte Carlo trials (0: analytical only)."),
     seed: int = typer.Option(0, "--seed", help="Random seed (results repeat bit for bit)."),
+    max_events: float = typer.Option(MAX_TRIAL_EVENTS, "--max-events",
+                                     help="Work cap: most trial-interruptions the Monte Carlo may simulate."),
     json_out: bool = JsonOpt,
 ) -> None:
     """Failure rates by cause, checkpoint interval (Young/Daly), wall time and ETTR (analytical, Monte Carlo)."""
@@ -85,7 +97,18 @@ def reliability_command(
               async_checkpoint=async_checkpoint, policy=policy, hot_spares=hot_spares, trials=trials, seed=seed)
     # size the progress bar's need from the analytical interruption count (cheap: trials=0)
     quick = estimate(spec, gpus, **{**kw, "trials": 0})  # type: ignore[arg-type]
-    events = trials * (quick.analytic.unexpected_interruptions + quick.analytic.planned_interruptions + 1)
+    a = quick.analytic
+    per_trial = sum(math.inf if v is None else float(v) for v in (a.unexpected_interruptions,
+                                                                  a.planned_interruptions)) + 1
+    events = trials * per_trial
+    if trials and not math.isfinite(events):  # the job never completes: a Monte Carlo would run to its horizon
+        typer.echo("note: Monte Carlo skipped: the run never completes (interruptions arrive faster than it "
+                   "recovers); analytical figures only", err=True)
+        trials, kw["trials"] = 0, 0
+    elif trials and events > max_events:
+        raise SpecError(f"the Monte Carlo would simulate ~{events:,.0f} interruptions ({trials:,} trials x "
+                        f"{per_trial:,.0f}), more than --max-events {max_events:,.0f}; lower --trials or raise "
+                        "--max-events")
     if trials and not json_out and console.is_terminal and events > PROGRESS_MIN_TRIAL_EVENTS:
         cols = (TextColumn("Monte Carlo"), BarColumn(), TaskProgressColumn(), TimeRemainingColumn())
         with Progress(*cols, console=console, transient=True) as prog:

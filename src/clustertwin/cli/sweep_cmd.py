@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from clustertwin.cli.common import JsonOpt, console, err_console, fmt, print_json, table
+from clustertwin.cli.common import JsonOpt, check_output_path, console, err_console, fmt, print_json, table
 from clustertwin.errors import SpecError
 from clustertwin.facility.cost import cost_cell, sweep_price_note
 
@@ -32,28 +32,33 @@ def sweep_command(
     address: str | None = typer.Option(None, "--address", help="Ray cluster to use (auto, host:port, ray://...)."),
     batch_points: int | None = typer.Option(None, "--batch-points", help="Points per task (default: balanced)."),
     top: int = typer.Option(10, "--top", help="Rows of each Pareto front to print."),
+    max_points: int | None = typer.Option(None, "--max-points", help="Refuse spaces evaluating more points "
+                                          "than this (work cap; default sweep.space.DEFAULT_MAX_POINTS, 1,000,000)."),
     json_out: bool = JsonOpt,
 ) -> None:
     """Evaluate a design space (training, reliability, facility per point) and print its Pareto fronts."""
     try:  # pyarrow is an optional extra: import it only when a sweep runs
-        from clustertwin.sweep import FRONTS, front, load_space, run, write_parquet
+        from clustertwin.sweep import FRONTS, load_space, run
+        from clustertwin.sweep.space import DEFAULT_MAX_POINTS
+        from clustertwin.sweep.stream import ParquetStream
     except ImportError as e:
         raise SpecError(f"the sweep needs pyarrow ({e.name} is missing): pip install 'clustertwin[sweep]'") from None
-    space = load_space(space_file)
+    space = load_space(space_file, max_points=DEFAULT_MAX_POINTS if max_points is None else max_points)
     if executor not in EXECUTORS:
         raise SpecError(f"unknown executor '{executor}' (choose from: {', '.join(EXECUTORS)})")
     if top < 0:
         raise SpecError(f"--top must be >= 0 (got {top})")
     target = out or Path(f"{space_file.stem}.parquet")
+    check_output_path(target, "--out")
     show = err_console.is_terminal and not json_out
     with Progress(TextColumn("sweep {task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                  console=err_console, disable=not show, transient=True) as bar:
+                  console=err_console, disable=not show, transient=True) as bar, \
+            ParquetStream(target, space.model_dump_json()) as sink:  # rows stream to disk: memory stays flat
         task = bar.add_task(space.name, total=space.size)
         result = run(space, executor, processes=processes, address=address, batch_points=batch_points,
-                     progress=lambda done, total: bar.update(task, completed=done))
-    write_parquet(result.table, target)
-    statuses = Counter(result.table["status"].to_pylist())
-    fronts = {name: front(result.table, x, y) for name, (x, y) in FRONTS.items()}
+                     progress=lambda done, total: bar.update(task, completed=done), sink=sink)
+    statuses = Counter(sink.status)
+    fronts = sink.fronts
     summary = {"space": space.name, "out": str(target), "points": result.points, "executor": result.executor,
                "workers": result.workers, "batches": result.batches, "seconds": result.seconds,
                "points_per_s": result.points_per_s, "status": dict(sorted(statuses.items())),
@@ -73,7 +78,10 @@ def sweep_command(
         shown = f", first {fmt(top)}" if f.num_rows > top else ""
         console.print(table(f"Pareto front: {x} vs {y} ({f.num_rows} points{shown})",
                             ["point", "design", "layout", "checkpoint", x, y], rows))
-    console.print(sweep_price_note(result.table), highlight=False)
+    # results stream to Parquet (no table in memory): read back only the two columns the price note needs
+    import pyarrow.parquet as pq
+
+    console.print(sweep_price_note(pq.read_table(target, columns=["node", "price_complete"])), highlight=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -225,6 +225,8 @@ def search_command(
         if ttt:
             d["time_to_train"] = ttt.to_dict()
         print_json(d)
+        if res.best is None:  # same exit code as the text output
+            raise SpecError("no valid layout fits; see 'rejected' in the JSON")
         return
     rows = [[i + 1, _short_layout(e.layout), e.step_time_s, e.tokens_per_s, e.mfu, e.memory_gib_per_gpu] for i, e in enumerate(res.top)]
     console.print(table(f"best layouts on {res.gpus} GPUs (global batch {res.global_batch}, {res.precision}; "

@@ -21,7 +21,7 @@ Positive = Annotated[float, Field(gt=0)]
 class CommParams(BaseModel):
     """Collective-model parameters. Efficiencies are fractions of a link's per-direction bandwidth."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True, allow_inf_nan=False)
 
     nvlink_efficiency: Fraction = 0.80
     """Fraction of NVSwitch/NVLink per-GPU bandwidth NCCL's ring reaches: NCCL's own per-link figures are

@@ -20,6 +20,7 @@ from clustertwin.deploy.prediction import (  # noqa: F401 (re-exported)
     predict,
 )
 from clustertwin.errors import SpecError
+from clustertwin.safety import comment_safe
 from clustertwin.specs.base import PositiveInt, Spec
 from clustertwin.specs.cluster import ClusterSpec
 from clustertwin.specs.model import ModelSpec
@@ -54,19 +55,6 @@ _MOUNTS = re.compile(r"[A-Za-z0-9_./-]+:[A-Za-z0-9_./-]+(:ro|:rw)?(,[A-Za-z0-9_.
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _K8S_RESOURCE = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-# C0 and C1 controls (U+0085 NEL among them), and the Unicode line/paragraph separators U+2028/U+2029: YAML, and
-# many editors, break lines at each of them, so none may reach a generated comment or header.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
-
-
-def comment_safe(text: object) -> str:
-    """``text`` on one line for a ``#`` comment (shell/YAML) or a header.
-
-    Every character at which YAML or a shell may break a line (C0/C1 controls, U+0085, U+2028, U+2029) becomes a space.
-    """
-    return _CONTROL.sub(" ", str(text)).rstrip()
-
-
 def slurm_time_s(text: str) -> int:
     """Seconds of a Slurm time limit: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS."""
     days = 0

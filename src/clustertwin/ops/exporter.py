@@ -38,6 +38,7 @@ from clustertwin.ops.alerts import (  # noqa: F401 (alert_rules* re-exported)
 )
 from clustertwin.ops.gpu import THROTTLE_REASON_BITS, GpuInfo
 from clustertwin.ops.nvml import GpuBackend
+from clustertwin.safety import one_line
 from clustertwin.units import MIB
 
 DEFAULT_PORT = 9400
@@ -131,12 +132,13 @@ class GpuCollector(Collector):
         names = [*LABELS, *JOB_LABELS]
 
         def labels(g: GpuInfo) -> dict[str, str]:
-            base = dict(zip(LABELS, [str(g.index), g.uuid or "", f"nvidia{g.index}", g.name, self.hostname],
-                            strict=True))
-            return {**base, **jobs[g.index]}
+            # label values on one line (the exposition escapes LF, quotes and backslashes; the rest is ours)
+            base = dict(zip(LABELS, [str(g.index), one_line(g.uuid or ""), f"nvidia{g.index}", one_line(g.name),
+                                     one_line(self.hostname)], strict=True))
+            return {**base, **{k: one_line(v) for k, v in jobs[g.index].items()}}
 
         count = GaugeMetricFamily(GPU_COUNT_METRIC, "GPUs visible to the driver.", labels=["Hostname"])
-        count.add_metric([self.hostname], float(len(gpus)))
+        count.add_metric([one_line(self.hostname)], float(len(gpus)))
         yield count
         for name, doc, attr, scale in _GAUGES:
             fam = GaugeMetricFamily(name, doc, labels=names)
@@ -168,7 +170,8 @@ class GpuCollector(Collector):
         yield xl
         xid = _counter(XID_METRIC, "Xid events seen by the exporter, by code.", ["gpu", "xid", "Hostname"])
         for (gpu, code), n in sorted(self.backend.xid_counts().items()):
-            xid.add_sample(XID_METRIC, {"gpu": str(gpu), "xid": str(code), "Hostname": self.hostname}, float(n))
+            xid.add_sample(XID_METRIC, {"gpu": str(gpu), "xid": str(code), "Hostname": one_line(self.hostname)},
+                           float(n))
         yield xid
 
 

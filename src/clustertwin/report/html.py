@@ -37,12 +37,12 @@ from clustertwin.report.sections import (
     scaling_section,
     sched_section,
 )
+from clustertwin.safety import one_line, script_json
 from clustertwin.specs import ClusterSpec, ModelSpec
 from clustertwin.train.scale import scale
 
 DEFAULT_POLICIES: tuple[str, ...] = ("fifo", "backfill")
 """Scheduler policies compared when a trace is given and none are named."""
-_JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 
 
 @dataclass(frozen=True)
@@ -71,9 +71,7 @@ class ReportOptions:
 
 def escape_json(text: str) -> Markup:
     """JSON text made safe inside a ``<script>`` element (same value once parsed)."""
-    for ch, rep in _JSON_ESCAPES.items():
-        text = text.replace(ch, rep)
-    return Markup(text)
+    return script_json(text)
 
 
 def plotly_js() -> Markup:
@@ -157,9 +155,16 @@ def build_report(cluster: ClusterSpec, model: ModelSpec, options: ReportOptions 
                   generator=f"clustertwin {__version__}", sections=tuple(sections), omitted=tuple(omitted))
 
 
+def _text_on_one_line(value: Any) -> Any:
+    """Every plain string the template prints is one line of text (controls and Unicode line breaks become
+    spaces, :func:`clustertwin.safety.one_line`); Markup (inlined scripts, figure JSON) passes unchanged."""
+    return one_line(value) if isinstance(value, str) and not isinstance(value, Markup) else value
+
+
 def _environment() -> jinja2.Environment:
     return jinja2.Environment(loader=jinja2.PackageLoader("clustertwin.report", "templates"),
-                              autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=False)
+                              autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=False,
+                              finalize=_text_on_one_line)
 
 
 def render_html(report: Report) -> str:

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import model_validator
 
-from clustertwin.specs.base import NonNegFloat, PositiveFloat, PositiveInt, Sourced
+from clustertwin.specs.base import Fraction, NonNegFloat, PositiveFloat, PositiveInt, Sourced
 
 Precision = Literal["fp64", "fp64_tensor", "fp32", "tf32", "bf16", "fp16", "fp8", "fp4", "int8"]
 PRECISIONS: tuple[str, ...] = ("fp64", "fp64_tensor", "fp32", "tf32", "bf16", "fp16", "fp8", "fp4", "int8")
@@ -150,7 +150,7 @@ class FabricSpec(Sourced):
     """Port line rate, Gbit/s."""
     nic: str | None = None
     """Typical NIC model (ConnectX-7 ...)."""
-    achievable_fraction: PositiveFloat = 0.92
+    achievable_fraction: Fraction = 0.92
     """Fraction of line rate a NIC reaches in NCCL busbw at large messages (NCCL maintainers' per-NIC
     ceilings: NDR 46-48 of 50 GB/s, HDR ~20 of 25, 100G 12.2 of 12.5)."""
     hop_latency_us: NonNegFloat = 5.0

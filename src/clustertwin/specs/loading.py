@@ -7,43 +7,23 @@ was expected, with the nearest valid name for unknown keys and preset ids. YAML 
 
 from __future__ import annotations
 
-import json
 import typing
 from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
+from clustertwin import inputs
 from clustertwin.catalog import store
 from clustertwin.errors import SpecError, UnknownPresetError, did_you_mean
+from clustertwin.safety import one_line
 
 M = TypeVar("M", bound=BaseModel)
 
-#: libyaml's C safe loader when PyYAML was built with it (7x faster on large case files), else the Python one
-_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
 def read_document(path: str | Path) -> Any:
-    """Parse a YAML or JSON file (safe loader); syntax errors name the file and line."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SpecError("file not found", file=str(p)) from None
-    except OSError as e:
-        raise SpecError(f"cannot read file: {e.strerror}", file=str(p)) from None
-    try:
-        if p.suffix.lower() == ".json":
-            return json.loads(text)
-        return yaml.load(text, Loader=_SAFE_LOADER)  # a safe loader (libyaml when built)
-    except json.JSONDecodeError as e:
-        raise SpecError(f"invalid JSON at line {e.lineno}, column {e.colno}: {e.msg}", file=str(p)) from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise SpecError(f"invalid YAML{where}: {problem}", file=str(p)) from None
+    """Parse a YAML or JSON file (safe loader) through the input layer: UTF-8 only (errors name the byte
+    offset), nesting and integer limits, syntax errors with file and line (:mod:`clustertwin.inputs`)."""
+    return inputs.read_document(path)
 
 
 def _submodel(cls: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
@@ -87,10 +67,12 @@ def validation_error_to_spec_error(
     loc = _clean_loc(tuple(e["loc"]))
     etype = e["type"]
     if etype == "extra_forbidden":
+        key = e["loc"][-1] if e["loc"] else "?"  # the user's key itself, even if it looks like a validator name
+        loc = (*_clean_loc(tuple(e["loc"][:-1])), key)
         parent = _submodel(cls, loc[:-1])
         valid = list(parent.model_fields) if parent else []
-        key = loc[-1]
-        msg = f"unknown key '{key}'{did_you_mean(str(key), valid)}"
+        msg = f"unknown key {one_line(repr(key)) if not isinstance(key, str) else repr(key)}"
+        msg = f"unknown key '{one_line(key)}'{did_you_mean(str(key), valid)}" if isinstance(key, str) else msg
         if not did_you_mean(str(key), valid) and valid:
             msg += f" (valid keys: {', '.join(valid)})"
     elif etype == "missing":
@@ -109,11 +91,15 @@ def build(cls: type[M], data: Any, *, file: str | None = None, prefix: tuple = (
         raise SpecError(f"expected a mapping of {cls.__name__} fields, got {got}",
                         file=file, path=prefix)
     try:
-        return cls.model_validate(data)
+        obj = cls.model_validate(data)
+        check = getattr(obj, "check_sections", None)  # cross-layer checks (Calibration's parameter ranges)
+        if callable(check):
+            check()
+        return obj
+    except SpecError as e:  # UnknownPresetError outside a field validator, check_sections
+        raise e.with_context(file, prefix) from None
     except ValidationError as e:
         raise validation_error_to_spec_error(e, cls, file, prefix) from None
-    except UnknownPresetError as e:  # raised outside a field validator (top-level preset)
-        raise e.with_context(file, prefix) from None
 
 
 def load(cls: type[M], source: str | Path | dict | M, kind: str | None = None) -> M:

@@ -38,21 +38,26 @@ BATCHES_PER_WORKER = 4
 
 Progress = Callable[[int, int], None]
 """Called with (points done, points total) after each batch."""
+Sink = Callable[[dict[str, Any]], None]
+"""Receives each batch's result columns in point-id order (e.g. :class:`~clustertwin.sweep.stream.ParquetStream`);
+with a sink the executor keeps no rows and :attr:`SweepRun.table` is None (memory stays flat)."""
 
 
 @dataclass(frozen=True)
 class SweepRun:
     """A finished sweep: the results table and how long it took."""
 
-    table: pa.Table
+    table: pa.Table | None
     executor: str
     workers: int
     batches: int
     seconds: float
+    rows: int = -1
+    """Points evaluated (the table's rows; given when the rows went to a sink)."""
 
     @property
     def points(self) -> int:
-        return self.table.num_rows
+        return self.rows if self.table is None else self.table.num_rows
 
     @property
     def points_per_s(self) -> float:
@@ -87,8 +92,25 @@ def _pool_batch(ids: np.ndarray) -> dict[str, Any]:
     return evaluate_points(_WORKER_SPACE, ids)
 
 
+class _Parts:
+    """Batch results kept in memory (no sink) or handed to the sink as they arrive."""
+
+    def __init__(self, sink: Sink | None) -> None:
+        self.sink, self.kept, self.rows = sink, [], 0
+
+    def add(self, part: dict[str, Any]) -> None:
+        self.rows += len(part["point_id"]) if "point_id" in part else 0
+        if self.sink is None:
+            self.kept.append(part)
+        else:
+            self.sink(part)
+
+    def table(self, space: SweepSpace) -> pa.Table | None:
+        return None if self.sink is not None else to_table(concat_columns(self.kept), space.model_dump_json())
+
+
 def run_local(space: SweepSpace, *, processes: int | None = None, batch_points: int | None = None,
-              progress: Progress | None = None) -> SweepRun:
+              progress: Progress | None = None, sink: Sink | None = None) -> SweepRun:
     """Evaluate the space in ``processes`` worker processes (1: in this process; default: CPU count)."""
     procs = (os.cpu_count() or 1) if processes is None else processes
     if procs < 1:
@@ -96,11 +118,11 @@ def run_local(space: SweepSpace, *, processes: int | None = None, batch_points: 
     ids = point_ids(space)
     work = design_batches(space, ids, batch_points or default_batch_points(len(ids), procs))
     start = time.perf_counter()
-    parts: list[dict[str, Any]] = []
+    parts = _Parts(sink)
     done = 0
     if procs == 1:
         for b in work:
-            parts.append(evaluate_points(space, b))
+            parts.add(evaluate_points(space, b))
             done += len(b)
             if progress:
                 progress(done, len(ids))
@@ -109,12 +131,11 @@ def run_local(space: SweepSpace, *, processes: int | None = None, batch_points: 
         with ProcessPoolExecutor(max_workers=procs, mp_context=mp.get_context(),
                                  initializer=_init_worker, initargs=(space,)) as pool:
             for b, part in zip(work, pool.map(_pool_batch, work), strict=True):
-                parts.append(part)
+                parts.add(part)
                 done += len(b)
                 if progress:
                     progress(done, len(ids))
-    table = to_table(concat_columns(parts), space.model_dump_json())
-    return SweepRun(table, "local", procs, len(work), time.perf_counter() - start)
+    return SweepRun(parts.table(space), "local", procs, len(work), time.perf_counter() - start, parts.rows)
 
 
 def _ray_batch(space: SweepSpace, ids: np.ndarray) -> dict[str, Any]:
@@ -122,7 +143,7 @@ def _ray_batch(space: SweepSpace, ids: np.ndarray) -> dict[str, Any]:
 
 
 def run_ray(space: SweepSpace, *, address: str | None = None, batch_points: int | None = None,
-            num_cpus: int | None = None, progress: Progress | None = None) -> SweepRun:
+            num_cpus: int | None = None, progress: Progress | None = None, sink: Sink | None = None) -> SweepRun:
     """Evaluate the space on Ray: connect to ``address`` or start a local Ray (``num_cpus`` CPUs), one task
     per batch of points; a Ray this call started is shut down at the end."""
     try:
@@ -141,30 +162,33 @@ def run_ray(space: SweepSpace, *, address: str | None = None, batch_points: int 
         task = ray.remote(num_cpus=1)(_ray_batch)
         space_ref = ray.put(space)
         pending = {task.remote(space_ref, b): i for i, b in enumerate(work)}
-        parts: list[dict[str, Any] | None] = [None] * len(work)
-        done = 0
+        waiting: dict[int, dict[str, Any]] = {}  # finished out of order, held until their turn
+        parts, turn, done = _Parts(sink), 0, 0
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)
             for ref in ready:
                 i = pending.pop(ref)
-                parts[i] = ray.get(ref)
+                waiting[i] = ray.get(ref)
                 done += len(work[i])
+                while turn in waiting:  # hand batches on in point-id order
+                    parts.add(waiting.pop(turn))
+                    turn += 1
                 if progress:
                     progress(done, len(ids))
-        table = to_table(concat_columns([p for p in parts if p is not None]), space.model_dump_json())
-        return SweepRun(table, "ray", workers, len(work), time.perf_counter() - start)
+        return SweepRun(parts.table(space), "ray", workers, len(work), time.perf_counter() - start, parts.rows)
     finally:
         if started:
             ray.shutdown()
 
 
 def run(space: SweepSpace, executor: str = "local", *, processes: int | None = None, address: str | None = None,
-        batch_points: int | None = None, progress: Progress | None = None) -> SweepRun:
-    """Run the sweep on the named executor (``local`` or ``ray``)."""
+        batch_points: int | None = None, progress: Progress | None = None, sink: Sink | None = None) -> SweepRun:
+    """Run the sweep on the named executor (``local`` or ``ray``); with ``sink`` the rows stream to it."""
     if executor == "local":
         if address is not None:
             raise SpecError("--address applies to --executor ray only")
-        return run_local(space, processes=processes, batch_points=batch_points, progress=progress)
+        return run_local(space, processes=processes, batch_points=batch_points, progress=progress, sink=sink)
     if executor == "ray":
-        return run_ray(space, address=address, batch_points=batch_points, num_cpus=processes, progress=progress)
+        return run_ray(space, address=address, batch_points=batch_points, num_cpus=processes, progress=progress,
+                       sink=sink)
     raise SpecError(f"unknown executor '{executor}' (choose from: {', '.join(EXECUTORS)})")

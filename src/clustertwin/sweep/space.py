@@ -33,6 +33,9 @@ DESIGN_AXES = AXES[:-2]
 """Axes that fix one evaluation group: everything but layout and checkpoint."""
 MAX_POINTS = 50_000_000
 """Upper bound on a space's grid size (point ids are int64; results must fit on a disk)."""
+DEFAULT_MAX_POINTS = 1_000_000
+"""Points a sweep evaluates unless the caller raises the cap (``clustertwin sweep --max-points``): about
+an hour on 2 cores; results stream to Parquet, so the cap bounds time, not memory."""
 
 
 class LayoutChoice(Spec):
@@ -138,6 +141,9 @@ class SweepSpace(Spec):
             raise ValueError("a random space needs 'samples'")
         if self.mode == "grid" and self.samples is not None:
             raise ValueError("'samples' applies to mode: random only")
+        if self.mode == "random" and self.samples is not None and self.samples > self.grid_size:
+            raise ValueError(f"samples={self.samples:,} exceeds the grid's {self.grid_size:,} points "
+                             "(a random space draws distinct points; use mode: grid for all of them)")
         for axis in AXES:
             values = getattr(self, axis)
             keys = [v if isinstance(v, str | int) else v.model_dump_json() for v in values]
@@ -156,8 +162,8 @@ class SweepSpace(Spec):
 
     @property
     def size(self) -> int:
-        """Points this space evaluates."""
-        return self.grid_size if self.mode == "grid" else min(int(self.samples or 0), self.grid_size)
+        """Points this space evaluates (a random space's ``samples`` never exceed the grid)."""
+        return self.grid_size if self.mode == "grid" else int(self.samples or 0)
 
 
 _CATALOG_AXES = {"model": "model", "node": "node", "fabric": "fabric"}
@@ -171,22 +177,26 @@ def _check_catalog_ids(space: SweepSpace, file: str | None) -> None:
                 raise SpecError(f"unknown {kind} '{ref}'{did_you_mean(ref, known)}", file=file, path=(axis, i))
 
 
-def load_space(source: str | Path | dict[str, Any]) -> SweepSpace:
-    """Load and check a space from a YAML/JSON file or a mapping; errors are one-line SpecErrors."""
+def load_space(source: str | Path | dict[str, Any], max_points: int | None = None) -> SweepSpace:
+    """Load and check a space from a YAML/JSON file or a mapping; errors are one-line SpecErrors. A space
+    evaluating more than ``max_points`` points (None: no work cap) is refused with how to raise the cap."""
     file = None if isinstance(source, dict) else str(source)
     data = source if isinstance(source, dict) else read_document(source)
     space = build(SweepSpace, data, file=file)
     _check_catalog_ids(space, file)
     if space.grid_size > MAX_POINTS:
         raise SpecError(f"the grid has {space.grid_size:,} points; at most {MAX_POINTS:,}", file=file)
+    if max_points is not None and space.size > max_points:
+        raise SpecError(f"the space evaluates {space.size:,} points, more than the cap of {max_points:,}; "
+                        "raise it with --max-points or draw fewer with mode: random, samples: N", file=file)
     return space
 
 
 def point_ids(space: SweepSpace) -> np.ndarray:
     """Sorted ids of the points to evaluate: all of the grid, or ``samples`` distinct ones at random."""
-    if space.mode == "grid" or space.size >= space.grid_size:
+    if space.mode == "grid":
         return np.arange(space.grid_size, dtype=np.int64)
-    rng = np.random.default_rng(space.seed)
+    rng = np.random.default_rng(space.seed)  # samples <= grid_size (checked); Floyd's draw, O(samples) memory
     return np.sort(rng.choice(space.grid_size, size=space.size, replace=False)).astype(np.int64)
 
 

@@ -9,7 +9,10 @@ nearest valid name.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields, replace
+from dataclasses import fields, replace
+
+from pydantic import ConfigDict
+from pydantic.dataclasses import dataclass
 
 from clustertwin.errors import SpecError, did_you_mean
 from clustertwin.specs.calibration import Calibration
@@ -20,8 +23,27 @@ from clustertwin.specs.calibration import Calibration
 #: (1,400 / 1,979) / (730 / 989) = 0.96.
 FP8_GEMM_EFFICIENCY_RATIO = 0.96
 
+#: parameters that may be infinite (``te_stack_min_year = inf`` selects the legacy stack for every GPU)
+_MAY_BE_INFINITE = frozenset({"te_stack_min_year"})
 
-@dataclass(frozen=True)
+
+def bound_problem(name: str, value: float) -> str | None:
+    """Why ``value`` is not a valid ``name``, or None. By the parameter's kind: efficiencies (``*_efficiency``)
+    lie in (0, 1]; overlaps and fractions (``*_overlap``, ``memory_fragmentation``) in [0, 1]; every other
+    parameter (latencies, overheads, half-points, ratios, GiB) is >= 0 (ratios > 0); all are finite."""
+    v = float(value)
+    if math.isnan(v) or (math.isinf(v) and name not in _MAY_BE_INFINITE):
+        return f"must be a finite number (got {value!r})"
+    if name.endswith("_efficiency"):
+        return None if 0 < v <= 1 else f"is an efficiency, expected 0 < value <= 1 (got {v:g})"
+    if name.endswith("_overlap") or name == "memory_fragmentation":
+        return None if 0 <= v <= 1 else f"is a fraction, expected 0 <= value <= 1 (got {v:g})"
+    if name.endswith("_ratio"):
+        return None if v > 0 else f"is a ratio, expected > 0 (got {v:g})"
+    return None if v >= 0 else f"must be >= 0 (got {v:g})"
+
+
+@dataclass(frozen=True, config=ConfigDict(allow_inf_nan=True))  # bounds per kind: see bound_problem
 class TrainParams:
     """Efficiency, overhead and overlap parameters of the step-time and memory models."""
 
@@ -90,6 +112,12 @@ class TrainParams:
     """Caching-allocator fragmentation as a fraction of activation memory (PyTorch expandable segments
     keep it to a few per cent)."""
 
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            problem = bound_problem(f.name, getattr(self, f.name))
+            if problem:
+                raise ValueError(f"training parameter {f.name} {problem}")
+
     @classmethod
     def names(cls) -> list[str]:
         return [f.name for f in fields(cls)]
@@ -103,6 +131,9 @@ class TrainParams:
             if k not in valid:
                 raise SpecError(f"unknown training parameter '{k}'{did_you_mean(k, valid)}",
                                 path=("train", k))
+            problem = bound_problem(k, overrides[k])
+            if problem:
+                raise SpecError(problem, path=("train", k))
         return replace(self, **{k: float(v) for k, v in overrides.items()})
 
 
