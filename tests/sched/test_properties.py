@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from clustertwin.sched import cluster as C
-from clustertwin.sched import engine
+from clustertwin.sched import engine, metrics
 from clustertwin.sched.failures import exponential_failures
 from clustertwin.sched.jobs import MILLI_PER_GPU, make_jobs
 from clustertwin.sched.placement import PLACEMENTS
@@ -65,10 +65,12 @@ def _check_no_overallocation(res: engine.SimResult) -> None:
 
 def _check_none_lost(res: engine.SimResult) -> None:
     states = res.state
-    assert set(np.unique(states)) <= {engine.COMPLETED, engine.KILLED, engine.QUEUED}
-    queued = states == engine.QUEUED
-    assert np.array_equal(queued, res.unschedulable)  # only jobs that can never fit stay queued
-    done = states != engine.QUEUED
+    assert set(np.unique(states)) <= {engine.COMPLETED, engine.KILLED, engine.UNSCHEDULABLE}
+    unsched = states == engine.UNSCHEDULABLE
+    assert np.array_equal(unsched, res.unschedulable)  # only jobs that can never fit never start
+    m = metrics.compute(res)
+    assert m.completed + m.killed + m.queued + m.running + m.unschedulable == m.submitted == len(res.jobs)
+    done = ~unsched
     assert np.all(res.end_s[done] >= res.start_s[done])
 
 

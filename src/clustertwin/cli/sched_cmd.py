@@ -221,7 +221,51 @@ def fill_command(
                         f"(seed {seed})", ["placement", *cols], rows))
 
 
+def crosscheck_command(
+    jobs: int = typer.Option(32, "--jobs", help="Sleep jobs in the trace (>= 30 for the CI check)."),
+    nodes: int = typer.Option(4, "--nodes", help="Virtual Slurm nodes."),
+    gpus_per_node: int = typer.Option(8, "--gpus-per-node", help="GRES GPUs per virtual node."),
+    seed: int = typer.Option(1, "--seed", help="Seed of the trace."),
+    mixed: bool = typer.Option(False, "--mixed-sizes", help="Quarter/half-node jobs too (placement matters)."),
+    placement: str = typer.Option("best-fit", "--placement", help=f"Simulator placement: {', '.join(PLACEMENTS)}."),
+    show_jobs: bool = typer.Option(False, "--jobs-table", help="Print every job's Slurm and simulated start."),
+    json_out: bool = JsonOpt,
+) -> None:
+    """Run a short sleep-job trace on a local multi-node Slurm and compare with the simulator's EASY backfill."""
+    from clustertwin.sched import crosscheck, slurm_local
+
+    if placement not in PLACEMENTS:
+        raise SpecError(f"unknown placement '{placement}'; choose from {', '.join(PLACEMENTS)}")
+    if not 1 <= jobs <= crosscheck.MAX_JOBS or not 1 <= nodes <= crosscheck.MAX_NODES or gpus_per_node < 1:
+        raise SpecError(f"--jobs must be 1-{crosscheck.MAX_JOBS}, --nodes 1-{crosscheck.MAX_NODES}, "
+                        "--gpus-per-node >= 1")
+    tr = crosscheck.make_trace(jobs, nodes=nodes, gpus_per_node=gpus_per_node, seed=seed, whole_nodes=not mixed)
+    with slurm_local.start(nodes, gpus_per_node) as inst:
+        run = crosscheck.run_on_slurm(inst, tr)
+    cmp_, res = crosscheck.compare(tr, run, nodes, gpus_per_node, placement=placement)
+    doc = cmp_.to_dict()
+    if json_out:
+        doc["per_job"] = crosscheck.per_job(tr, run, cmp_, res)
+        print_json(doc)
+        return
+    out = _out()
+    d = doc["start_diff_s"]
+    out.print(f"local Slurm: {nodes} virtual nodes x {gpus_per_node} GRES GPUs, {jobs} sleep jobs, "
+              f"{doc['slurm_wall_s']:.0f} s; simulator: backfill (FIFO + EASY), {placement}")
+    out.print(f"start time Slurm - simulator: mean {d['mean']:+.1f} s, mean |diff| {d['mean_abs']:.1f} s, "
+              f"max |diff| {d['max_abs']:.0f} s; within tolerance {doc['within_tolerance']}/{jobs}")
+    out.print(f"start order: {doc['order_pairs_agree']}/{doc['order_pairs']} job pairs in the same order "
+              f"({doc['order_agreement']:.1%})")
+    if show_jobs:
+        rows = [[r["job"], r["gpus"], r["nodes"], r["limit_min"], r["runtime_s"], r["submit_s"],
+                 r["slurm_start_s"], r["sim_start_s"], r["diff_s"], r["tolerance_s"]]
+                for r in crosscheck.per_job(tr, run, cmp_, res)]
+        out.print(table("per job (s from the first submission)", ["job", "GPUs/node", "nodes", "limit min",
+                        "run s", "submit", "Slurm start", "sim start", "diff", "tol"], rows))
+
+
 def register(app: typer.Typer) -> None:
     sched_app.command("simulate")(simulate_command)
     sched_app.command("fill")(fill_command)
+    sched_app.command("crosscheck")(crosscheck_command)
     app.add_typer(sched_app, name="sched")
