@@ -159,6 +159,7 @@ class Simulator:
         self.work_frac = np.where(np.isfinite(util), util, 1.0)
         self.held_work = 0.0
         self.quota = QuotaState(config.quotas) if config.quotas is not None else None
+        self.total_gpus_list: list[float] = jobs.total_gpus.tolist()
         self.on_start: Callable[[int], None] | None = None
         self.total_requeues = 0
         self.job_state = np.full(n, PENDING, dtype=np.int64)
@@ -466,12 +467,16 @@ class Simulator:
             pos = 0
             head = -1
             skipped: list[int] = []
+            refused: dict[int, float] = {}  # team -> smallest size its quota refused in this pass
             while pos < len(q):
                 j = self._job(q[pos])
-                if quota is not None and not quota.admits(j, float(self.jobs.total_gpus[j])):
-                    skipped.append(q[pos])  # best-effort FIFO: waits for its quota, blocks no one
-                    pos += 1
-                    continue
+                if quota is not None:
+                    team, g = int(quota.team[j]), self.total_gpus_list[j]
+                    if g >= refused.get(team, math.inf) or not quota.admits(j, g):
+                        refused[team] = min(g, refused.get(team, math.inf))
+                        skipped.append(q[pos])  # best-effort FIFO: waits for its quota, blocks no one
+                        pos += 1
+                        continue
                 alloc = self.placer.place(self.state, self.requests[j])
                 if alloc is None and self.jobs.min_gpus[j] > 0:
                     alloc = self._shrink(j)
@@ -571,10 +576,10 @@ class Simulator:
         refused: set[tuple] = set()
         limit = self.limit_list
         quota = self.quota
-        total_gpus = self.jobs.total_gpus
+        total_gpus = self.total_gpus_list
         for i in np.flatnonzero(ok).tolist():
             j = int(cand[i])
-            if quota is not None and not quota.admits(j, float(total_gpus[j])):
+            if quota is not None and not quota.admits(j, total_gpus[j]):
                 continue
             req = self.requests[j]
             if req.total_milli > free_milli:
