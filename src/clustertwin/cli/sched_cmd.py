@@ -40,6 +40,28 @@ def _split(text: str) -> list[str]:
     return [x.strip() for x in text.split(",") if x.strip()]
 
 
+def _names(text: str, choices, what: str) -> list[str]:
+    """Comma-separated names, each one of ``choices``; at least one."""
+    from clustertwin.errors import did_you_mean
+
+    names = _split(text)
+    if not names:
+        raise SpecError(f"--{what} '{text}' names no {what}; choose from {', '.join(choices)}")
+    for x in names:
+        if x not in choices:
+            raise SpecError(f"unknown {what} '{x}'{did_you_mean(x, choices)}; choose from {', '.join(choices)}")
+    return names
+
+
+def _finite(value: float | None, flag: str, *, positive: bool = True) -> None:
+    import math
+
+    if value is None:
+        return
+    if not math.isfinite(value) or (positive and value <= 0):
+        raise SpecError(f"{flag} must be a finite number{' > 0' if positive else ''}, got {value}")
+
+
 def _cluster(cluster: str, node_list: Path | None, nodes_per_leaf: int | None) -> sched_cluster.SchedCluster:
     if node_list is not None:
         return sched_cluster.from_node_list(
@@ -49,10 +71,10 @@ def _cluster(cluster: str, node_list: Path | None, nodes_per_leaf: int | None) -
 
 
 def _read(trace: Path, fmt: str, strict: bool, cl: sched_cluster.SchedCluster, limit_jobs: int | None):
-    tr = readers.read_trace(trace, fmt, strict=strict, cluster_gpus=cl.total_gpus)
+    if limit_jobs is not None and limit_jobs < 1:
+        raise SpecError("--max-jobs must be >= 1")
+    tr = readers.read_trace(trace, fmt, strict=strict, cluster_gpus=cl.total_gpus, max_jobs=limit_jobs)
     if limit_jobs is not None:
-        if limit_jobs < 1:
-            raise SpecError("--max-jobs must be >= 1")
         jobs = tr.jobs.subset(slice(0, limit_jobs))
         tr.report.excluded["beyond --max-jobs"] += len(tr.jobs) - len(jobs)
         return jobs, tr.report
@@ -87,20 +109,22 @@ def simulate_command(
                                               help="Inject node failures at the reliability model's "
                                                    "per-node rate (Llama 3 calibration)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the failure generator."),
-    max_jobs: int | None = typer.Option(None, "--max-jobs", help="Replay only the first N jobs."),
+    max_jobs: int | None = typer.Option(None, "--max-jobs", help="Replay only the first N jobs (also lifts the "
+                                        "synthetic job cap to N)."),
+    max_requeues: int = typer.Option(engine.MAX_REQUEUES_DEFAULT, "--max-requeues",
+                                     help="Stop with a message after this many requeue events."),
     timeline: Path | None = typer.Option(None, "--timeline", help="Write utilisation over time to this CSV."),
     show_jobs: bool = typer.Option(False, "--jobs", help="Include per-job records in the JSON output."),
     strict: bool = typer.Option(False, "--strict", help="Malformed trace lines are fatal."),
     json_out: bool = JsonOpt,
 ) -> None:
     """Replay a job trace under one or more policies and placements, side by side."""
-    pols = [engine.get_policy(p) for p in _split(policy)]
-    places = _split(placement)
-    for pl in places:
-        if pl not in PLACEMENTS:
-            raise SpecError(f"unknown placement '{pl}'; choose from {', '.join(PLACEMENTS)}")
-    if not pols or not places:
-        raise SpecError("give at least one --policy and one --placement")
+    pols = [engine.get_policy(p) for p in _names(policy, engine.POLICIES, "policy")]
+    places = _names(placement, PLACEMENTS, "placement")
+    _finite(mtbf_h, "--node-mtbf-h")
+    _finite(mttr_h, "--node-mttr-h")
+    if max_requeues < 0:
+        raise SpecError("--max-requeues must be >= 0")
     cl = _cluster(cluster, node_list, nodes_per_leaf)
     jobs, report = _read(trace, fmt, strict, cl, max_jobs)
     if len(jobs) == 0:
@@ -127,7 +151,7 @@ def simulate_command(
                 task = prog.add_task(f"{p.name} / {pl}", total=len(jobs))
                 cb = (lambda tk: (lambda k: prog.update(tk, completed=k)))(task)
             res = engine.simulate(cl, jobs, p, placement=pl, failures=fail, backfill_window=backfill_window,
-                                  progress=cb)
+                                  max_requeues=max_requeues, progress=cb)
             results.append(res)
     finally:
         if prog is not None:
@@ -190,11 +214,15 @@ def fill_command(
     json_out: bool = JsonOpt,
 ) -> None:
     """Fill the cluster with tasks sampled from the trace (no departures) and report unallocated GPUs."""
-    places = _split(placement)
+    import math
+
+    places = _names(placement, PLACEMENTS, "placement")
     try:
         load_list = [float(x) for x in _split(loads)]
     except ValueError:
         raise SpecError(f"--loads '{loads}' must be comma-separated numbers") from None
+    if not load_list or any(not math.isfinite(x) or not 0 < x <= fill.MAX_LOAD for x in load_list):
+        raise SpecError(f"--loads '{loads}' must be comma-separated fractions of capacity in (0, {fill.MAX_LOAD:g}]")
     cl = _cluster(cluster, node_list, nodes_per_leaf)
     jobs, report = _read(trace, fmt, strict, cl, None)
     prog = _progress_runner(json_out)

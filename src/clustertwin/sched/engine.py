@@ -51,7 +51,6 @@ from clustertwin.sched.policy import (  # noqa: F401  (re-exported)
 from clustertwin.sched.quota import QuotaLayout, QuotaState
 from clustertwin.sched.state import Allocation, ClusterState, Projection, Request
 
-
 MAX_REQUEUES_DEFAULT = 1_000_000
 """Requeue events (failures and preemptions) after which a run stops with a message (``--max-requeues``)."""
 
@@ -65,7 +64,7 @@ class SimConfig:
     policy: Policy
     placement: str = "first-fit"
     backfill_window: int = DEFAULT_BACKFILL_WINDOW
-    weights: MultifactorWeights = MultifactorWeights()
+    weights: MultifactorWeights = MultifactorWeights()  # noqa: RUF009 (frozen, immutable)
     requeue_on_failure: bool = True
     record_allocations: bool = False
     """Keep every (job, start, end, nodes, milli) for invariant checks."""

@@ -235,11 +235,14 @@ class TraceReport:
     malformed: int = 0
     malformed_examples: list[str] = field(default_factory=list)
     excluded: Counter = field(default_factory=Counter)
+    causes: Counter = field(default_factory=Counter)
+    """Malformed lines by cause (broken quote, wrong field count, bad number, out of range, ...)."""
 
     MAX_EXAMPLES = 5
 
-    def bad(self, line_no: int, reason: str) -> None:
+    def bad(self, line_no: int, reason: str, cause: str = "malformed") -> None:
         self.malformed += 1
+        self.causes[cause] += 1
         if len(self.malformed_examples) < self.MAX_EXAMPLES:
             self.malformed_examples.append(f"line {line_no}: {reason}")
 
@@ -251,6 +254,7 @@ class TraceReport:
             "jobs": self.jobs,
             "skipped_lines": self.malformed,
             "skipped_examples": list(self.malformed_examples),
+            "skipped_by_cause": dict(sorted(self.causes.items())),
             "excluded": dict(sorted(self.excluded.items())),
         }
 

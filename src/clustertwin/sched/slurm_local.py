@@ -19,6 +19,7 @@ stopped by the process ids in their pid files when the context exits. Needs root
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -164,10 +165,8 @@ PartitionName={self.partition} Nodes=vn[1-{last}] Default=YES MaxTime=INFINITE S
     def _pids(self) -> list[int]:
         out = []
         for f in sorted(self.root.glob("*.pid")):
-            try:
+            with contextlib.suppress(OSError, ValueError):
                 out.append(int(f.read_text().strip()))
-            except (OSError, ValueError):
-                pass
         return out
 
     def start(self, timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S) -> None:
@@ -195,10 +194,8 @@ PartitionName={self.partition} Nodes=vn[1-{last}] Default=YES MaxTime=INFINITE S
     def stop(self) -> None:
         pids = self._pids()
         for pid in pids:
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, 15)
-            except (ProcessLookupError, PermissionError):
-                pass
         deadline = time.monotonic() + 10
         for pid in pids:
             while time.monotonic() < deadline:
