@@ -63,12 +63,12 @@ def test_cr_only_line_endings(tmp_path):
 def test_non_utf8_trace_is_a_clear_error(tmp_path):
     p = tmp_path / "h.csv"
     p.write_bytes(HELIOS_HEAD.encode() + b"\n" + b"j1,u\xff,vc,1,6,1,COMPLETED,0,0,60,60,0\n")
-    with pytest.raises(SpecError, match="not UTF-8.*offset"):
+    with pytest.raises(SpecError, match=r"not UTF-8.*offset"):
         readers.read_trace(p, "helios")
 
 
 def test_out_of_range_numbers_are_counted_not_crashes(tmp_path):
-    lines = _helios_rows(5) + ["big,u,vc,9223372036854775808,6,1,COMPLETED,0,0,60,60,0"]
+    lines = [*_helios_rows(5), "big,u,vc,9223372036854775808,6,1,COMPLETED,0,0,60,60,0"]
     p = tmp_path / "h.csv"
     p.write_text("\n".join([HELIOS_HEAD, *lines]) + "\n")
     tr = readers.read_trace(p, "helios")

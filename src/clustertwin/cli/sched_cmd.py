@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+import numpy as np
 import typer
 from rich.console import Console
 from rich.progress import Progress
@@ -292,8 +293,147 @@ def crosscheck_command(
                         "run s", "submit", "Slurm start", "sim start", "diff", "tol"], rows))
 
 
+def _layout_row(name: str, res: engine.SimResult, team_of_job, teams: int) -> dict:
+    from clustertwin.sched import partitions
+
+    m = metrics.compute(res)
+    shares = partitions.team_utilization(res, team_of_job, teams)
+    return {"layout": name, "metrics": m.to_dict(), "team_gpu_time_share": [round(float(x), 4) for x in shares]}
+
+
+def partitions_command(
+    trace: Path = typer.Option(..., "--trace", "-t", help="Trace file (or synthetic parameters YAML)."),
+    fmt: str = typer.Option(..., "--format", "-f", help=f"Trace format: {', '.join(readers.FORMATS)}."),
+    cluster: str = typer.Option(DEFAULT_CLUSTER, "--cluster", "-c", help="Cluster catalog id or YAML/JSON file."),
+    node_list: Path | None = typer.Option(None, "--node-list", help="Cluster from a trace node list."),
+    layouts: str = typer.Option("team-partitions,cohort,shared-pool", "--layouts",
+                                help="Comma-separated: team-partitions, team-quotas, cohort, shared-pool."),
+    policy: str = typer.Option("backfill", "--policy", "-p", help="Scheduling policy inside every layout."),
+    placement: str = typer.Option("first-fit", "--placement", help="Placement inside every layout."),
+    shares: str | None = typer.Option(None, "--shares", help="Teams' GPU shares, comma-separated "
+                                      "(default equal), in team-name order."),
+    borrowing_limit: float | None = typer.Option(None, "--borrowing-limit-gpus",
+                                                 help="Cohort: most GPUs a team may borrow (default unlimited)."),
+    max_jobs: int | None = typer.Option(None, "--max-jobs", help="Replay only the first N jobs."),
+    json_out: bool = JsonOpt,
+) -> None:
+    """Same trace under team partitions, Kueue-style quotas/cohorts and one shared pool: utilisation gap."""
+    from clustertwin.sched import partitions, synthetic
+
+    lays = _names(layouts, partitions.LAYOUTS, "layout")
+    engine.get_policy(policy)
+    if placement not in PLACEMENTS:
+        raise SpecError(f"unknown placement '{placement}'; choose from {', '.join(PLACEMENTS)}")
+    _finite(borrowing_limit, "--borrowing-limit-gpus", positive=False)
+    cl = _cluster(cluster, node_list, None)
+    jobs, report = _read(trace, fmt, False, cl, max_jobs)
+    if len(jobs) == 0:
+        raise SpecError(f"no jobs to replay in {trace}")
+    names, team = synthetic.team_of_jobs(jobs)
+    w = None
+    if shares is not None:
+        try:
+            w = [float(x) for x in _split(shares)]
+        except ValueError:
+            raise SpecError(f"--shares '{shares}' must be comma-separated numbers") from None
+    rows = []
+    for lay in lays:
+        res = partitions.simulate_layout(lay, cl, jobs, team, names, policy=policy, placement=placement,
+                                         shares=w, borrowing_limit_gpus=borrowing_limit)
+        rows.append(_layout_row(lay, res, team, len(names)))
+    offered = float((jobs.total_gpus * np.minimum(jobs.runtime_s, jobs.limit_s)).sum())
+    span = float(jobs.submit_s[-1] - jobs.submit_s[0]) or 1.0
+    doc = {"cluster": cl.to_dict(), "trace": report.to_dict(), "teams": list(names), "policy": policy,
+           "offered_load": offered / span / cl.total_gpus, "layouts": rows}
+    if json_out:
+        print_json(doc)
+        return
+    out = _out()
+    out.print(f"cluster {cl.name}: {cl.total_gpus:,} GPUs; {len(jobs):,} jobs of {len(names)} teams, offered load "
+              f"{doc['offered_load']:.2f} of the GPUs over the submission window; policy {policy}")
+    cols = ["layout", "alloc util", "work util", "avg queue s", "p99 queue s", "done", "queued", "running",
+            "unsched", "GPU-time share of busiest team"]
+    body = [[r["layout"], r["metrics"]["gpu_utilization"], r["metrics"]["work_utilization"],
+             r["metrics"]["avg_queue_s"], r["metrics"]["p99_queue_s"], r["metrics"]["completed"],
+             r["metrics"]["queued"], r["metrics"]["running"], r["metrics"]["unschedulable"],
+             max(r["team_gpu_time_share"])] for r in rows]
+    out.print(table("team partitions vs shared pool", cols, body))
+
+
+def federate_command(
+    member: list[str] = typer.Option(..., "--member", "-m", help="Member cluster: CLUSTER[:POLICY[:PLACEMENT]] "
+                                     "(catalog id or YAML/JSON file); repeat for each cluster."),
+    trace: Path = typer.Option(..., "--trace", "-t", help="Trace file (or synthetic parameters YAML)."),
+    fmt: str = typer.Option(..., "--format", "-f", help=f"Trace format: {', '.join(readers.FORMATS)}."),
+    federation_policy: str = typer.Option("first-start,locality,round-robin", "--federation",
+                                          help="Comma-separated: first-start, locality, round-robin."),
+    dataset_gb: float = typer.Option(0.0, "--dataset-gb", help="Data each job reads (GB), moved over the WAN "
+                                     "when it runs away from its home cluster (locality)."),
+    wan_gbps: float = typer.Option(1.0, "--wan-gbps", help="WAN bandwidth between clusters (GB/s)."),
+    max_jobs: int | None = typer.Option(None, "--max-jobs", help="Replay only the first N jobs."),
+    json_out: bool = JsonOpt,
+) -> None:
+    """Several clusters, each with its own policy, behind a federation policy: per-cluster and global metrics."""
+    from clustertwin.sched import federation
+
+    pols = _names(federation_policy, federation.FEDERATION_POLICIES, "federation")
+    _finite(wan_gbps, "--wan-gbps")
+    _finite(dataset_gb, "--dataset-gb", positive=False)
+    if dataset_gb < 0:
+        raise SpecError("--dataset-gb must be >= 0")
+    members = []
+    for text in member:
+        parts = text.split(":")
+        if len(parts) > 3 or not parts[0]:
+            raise SpecError(f"--member '{text}' must be CLUSTER[:POLICY[:PLACEMENT]]")
+        pol = parts[1] if len(parts) > 1 and parts[1] else "backfill"
+        engine.get_policy(pol)
+        pl = parts[2] if len(parts) > 2 and parts[2] else "first-fit"
+        if pl not in PLACEMENTS:
+            raise SpecError(f"--member '{text}': unknown placement '{pl}'; choose from {', '.join(PLACEMENTS)}")
+        members.append(federation.Member(sched_cluster.from_spec(load_cluster(parts[0])), pol, pl))
+    total = sum(m.cluster.total_gpus for m in members)
+    probe = members[0].cluster
+    jobs, report = _read(trace, fmt, False, sched_cluster.SchedCluster(
+        "federation", np.array([total]), np.zeros(1, dtype=np.int64), probe.models, np.zeros(1, dtype=np.int64)),
+        max_jobs)
+    if len(jobs) == 0:
+        raise SpecError(f"no jobs to replay in {trace}")
+    rows = []
+    for fp in pols:
+        fr = federation.simulate_federation(members, jobs, fp, dataset_bytes=dataset_gb * federation.BYTES_PER_GB,
+                                            wan_gbps=wan_gbps)
+        g = metrics.compute(fr.combined)
+        per = [{"cluster": m.cluster.name, "policy": m.policy, "gpus": m.cluster.total_gpus,
+                "jobs_run": int((fr.member_of_job == i).sum()), "metrics": metrics.compute(r).to_dict()}
+               for i, (m, r) in enumerate(zip(members, fr.members, strict=True))]
+        rows.append({"federation": fp, "global": g.to_dict(), "members": per,
+                     "wan_transfer_s_total": float(fr.transfer_s.sum())})
+    doc = {"trace": report.to_dict(), "gpus": total, "results": rows}
+    if json_out:
+        print_json(doc)
+        return
+    out = _out()
+    out.print(f"{len(members)} clusters, {total:,} GPUs; {len(jobs):,} jobs")
+    cols = ["federation", "cluster", "policy", "GPUs", "jobs run", "util", "avg queue s", "p99 queue s", "done",
+            "queued", "unsched"]
+    body = []
+    for r in rows:
+        g = r["global"]
+        body.append([r["federation"], "(all)", "", total, g["completed"] + g["killed"] + g["running"],
+                     g["gpu_utilization"], g["avg_queue_s"], g["p99_queue_s"], g["completed"], g["queued"],
+                     g["unschedulable"]])
+        for p in r["members"]:
+            m = p["metrics"]
+            body.append(["", p["cluster"], p["policy"], p["gpus"], p["jobs_run"], m["gpu_utilization"],
+                         m["avg_queue_s"], m["p99_queue_s"], m["completed"], "", ""])
+    out.print(table("federation", cols, body))
+
+
 def register(app: typer.Typer) -> None:
     sched_app.command("simulate")(simulate_command)
     sched_app.command("fill")(fill_command)
     sched_app.command("crosscheck")(crosscheck_command)
+    sched_app.command("partitions")(partitions_command)
+    sched_app.command("federate")(federate_command)
     app.add_typer(sched_app, name="sched")
