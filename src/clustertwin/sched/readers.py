@@ -356,8 +356,16 @@ def _seconds_or_datetime(text: str, name: str) -> float:
 
 def read_helios(path: str | Path, *, strict: bool = False) -> Trace:
     """SenseTime Helios ``cluster_log.csv``: ``gpu_num`` GPUs over ``node_num`` nodes, ``duration``
-    seconds, submitted at ``submit_time`` (seconds or ``YYYY-MM-DD HH:MM:SS``). CPU jobs are excluded."""
+    seconds, submitted at ``submit_time`` (seconds or ``YYYY-MM-DD HH:MM:SS``). CPU jobs are excluded.
+    Large clean files go through pyarrow when it is installed (:mod:`clustertwin.sched.arrow_readers`),
+    with the same result."""
     p = _open(path)
+    if not strict:
+        from clustertwin.sched import arrow_readers
+
+        fast = arrow_readers.read_helios(p, MAX_GPUS_PER_JOB, MAX_TIME_S)
+        if fast is not None:
+            return fast
     lines = _Lines(p, "helios", strict)
     rows = JobRows()
     for line_no, r in _csv_rows(p, lines, HELIOS_COLUMNS):
