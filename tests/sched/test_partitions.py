@@ -46,7 +46,7 @@ def test_quotas_cap_each_team_and_borrowing_is_limited():
     n = 40
     jobs = make_jobs([f"j{i}" for i in range(n)], np.arange(n) * 1.0, np.full(n, 100.0), np.full(n, 4.0),
                      users=["a/x"] * 30 + ["b/y"] * 10)
-    names, team = synthetic.team_of_jobs(jobs)
+    _, team = synthetic.team_of_jobs(jobs)
     teams = (TeamQuota("a", 16), TeamQuota("b", 16))
     for cohort, limit, cap_a in ((False, None, 16), (True, 8, 24), (True, None, 32)):
         teams_l = tuple(TeamQuota(t.name, t.nominal_gpus, borrowing_limit_gpus=limit) for t in teams)

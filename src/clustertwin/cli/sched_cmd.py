@@ -114,6 +114,8 @@ def simulate_command(
                                         "synthetic job cap to N)."),
     max_requeues: int = typer.Option(engine.MAX_REQUEUES_DEFAULT, "--max-requeues",
                                      help="Stop with a message after this many requeue events."),
+    compress: float = typer.Option(1.0, "--compress", help="Divide submit times by this factor (runtimes "
+                                   "unchanged): the same jobs at F times the offered load."),
     timeline: Path | None = typer.Option(None, "--timeline", help="Write utilisation over time to this CSV."),
     show_jobs: bool = typer.Option(False, "--jobs", help="Include per-job records in the JSON output."),
     strict: bool = typer.Option(False, "--strict", help="Malformed trace lines are fatal."),
@@ -126,11 +128,16 @@ def simulate_command(
     _finite(mttr_h, "--node-mttr-h")
     if max_requeues < 0:
         raise SpecError("--max-requeues must be >= 0")
+    _finite(compress, "--compress")
     cl = _cluster(cluster, node_list, nodes_per_leaf)
     jobs, report = _read(trace, fmt, strict, cl, max_jobs)
     if len(jobs) == 0:
         raise SpecError(f"no jobs to replay in {trace} ({report.malformed} malformed lines, "
                         f"excluded: {dict(report.excluded)})")
+    if compress != 1.0:
+        from dataclasses import replace
+
+        jobs = replace(jobs, submit_s=jobs.submit_s / compress)
     fail = None
     mtbf_desc = None
     if mtbf_h is not None and reliability_failures:
