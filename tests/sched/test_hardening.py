@@ -165,3 +165,12 @@ def test_requeue_cap_stops_a_runaway_run():
     res = engine.simulate(C.uniform(4, 8), jobs, "fifo", failures=fail)
     m = metrics.compute(res)
     assert m.requeued > 50 and m.completed + m.killed + m.queued + m.running + m.unschedulable == 20
+
+
+def test_unschedulable_jobs_are_counted_by_cause():
+    cl = C.SchedCluster("mixed", np.array([8, 8]), np.array([0, 1]), ("T4", "V100"), np.array([0, 0]))
+    jobs = make_jobs(["huge", "a100", "ok"], [0, 0, 0], [10, 10, 10], [64, 1, 1],
+                     gpu_types=[frozenset(), frozenset({"A100"}), frozenset()])
+    m = metrics.compute(engine.simulate(cl, jobs, "fifo"))
+    assert m.unschedulable_by_cause == {"more GPUs than the cluster": 1, "no node of an allowed GPU model": 1}
+    assert (m.completed, m.unschedulable) == (1, 2)

@@ -188,6 +188,11 @@ def simulate_command(
         out_console.print(f"  skipped {ex}")
     rows = [[e["policy"], e["placement"], *[e["metrics"][k] for _, k in _METRIC_COLUMNS]] for e in out]
     out_console.print(table("scheduling policies", ["policy", "placement", *[h for h, _ in _METRIC_COLUMNS]], rows))
+    for e in out:
+        causes = e["metrics"]["unschedulable_by_cause"]
+        if causes:
+            out_console.print(f"{e['policy']} / {e['placement']}: unschedulable jobs by cause: {causes}")
+            break
     if fail is not None:
         out_console.print(f"node failures injected: {len(fail)} (MTBF {mtbf_desc}, MTTR {mttr_h:g} h); "
                       f"span {float(jobs.submit_s[-1]) / HOUR_S:,.1f} h of submissions")

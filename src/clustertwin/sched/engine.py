@@ -121,6 +121,7 @@ class SimResult:
     timeline_fragmented_gpus: np.ndarray
     timeline_work_gpus: np.ndarray | None = None
     """GPUs doing work: allocated GPUs x each job's own GPU utilisation (allocation where unknown)."""
+    unschedulable_causes: dict[str, int] = field(default_factory=dict)
     first_reservation_s: dict[int, float] = field(default_factory=dict)
     allocations: list[tuple[int, float, float, np.ndarray, np.ndarray]] = field(default_factory=list)
 
@@ -252,6 +253,24 @@ class Simulator:
             else:
                 out.append(Request("whole", int(g), 0, max(units, 1), elig, cpu, mem))
         return out
+
+    def unschedulable_causes(self) -> dict[str, int]:
+        """Why the unschedulable jobs can never start, counted by cause."""
+        out: dict[str, int] = {}
+        total = self.cluster.total_gpus
+        gpus = self.jobs.total_gpus
+        for j in np.flatnonzero(self.unschedulable).tolist():
+            req = self.requests[j]
+            if gpus[j] > total:
+                cause = "more GPUs than the cluster"
+            elif not req.eligible.any():
+                cause = "no node of an allowed GPU model"
+            elif self.quota is not None and self.quota.never_admits(j, float(gpus[j])):
+                cause = "more GPUs than its team's quota can hold"
+            else:
+                cause = "no node (or set of nodes) fits its shape, CPU or memory"
+            out[cause] = out.get(cause, 0) + 1
+        return dict(sorted(out.items()))
 
     def _unschedulable(self) -> np.ndarray:
         empty = ClusterState(self.cluster)
@@ -677,6 +696,7 @@ class Simulator:
             timeline_queued=np.array(self.tl_queue, dtype=np.int64),
             timeline_fragmented_gpus=np.array(self.tl_frag),
             timeline_work_gpus=np.array(self.tl_work),
+            unschedulable_causes=self.unschedulable_causes(),
             first_reservation_s=self.first_reservation,
             allocations=self.allocations,
         )

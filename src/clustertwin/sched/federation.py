@@ -148,7 +148,9 @@ def _restrict(res: SimResult, hold: np.ndarray) -> SimResult:
 def _replace_state(res: SimResult, state: np.ndarray, never: np.ndarray) -> SimResult:
     from dataclasses import replace
 
-    return replace(res, state=state, unschedulable=never)
+    k = int((state == engine.UNSCHEDULABLE).sum())
+    return replace(res, state=state, unschedulable=never,
+                   unschedulable_causes={"no member cluster can ever run it": k} if k else {})
 
 
 def _timeline_sum(results: Sequence[SimResult], combined: SimResult) -> SimResult:

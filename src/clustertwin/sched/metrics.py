@@ -62,6 +62,8 @@ class Metrics:
     preempted: int
     failure_kills: int
     skipped_lines: int
+    unschedulable_by_cause: dict
+    """Unschedulable jobs by cause (more GPUs than the cluster, no node of an allowed model, ...)."""
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -139,6 +141,7 @@ def compute(res: SimResult, *, skipped_lines: int = 0) -> Metrics:
         preempted=res.preemptions,
         failure_kills=res.failure_kills,
         skipped_lines=skipped_lines,
+        unschedulable_by_cause=dict(res.unschedulable_causes),
     )
 
 

@@ -112,7 +112,16 @@ def merge(jobs: JobTable, parts: list[tuple[SimResult, np.ndarray]], cluster_gpu
         timeline_running=total("timeline_running").astype(np.int64),
         timeline_queued=total("timeline_queued").astype(np.int64),
         timeline_fragmented_gpus=total("timeline_fragmented_gpus"), timeline_work_gpus=total("timeline_work_gpus"),
+        unschedulable_causes=_sum_counts([r.unschedulable_causes for r, _ in parts]),
     )
+
+
+def _sum_counts(counts: list[dict[str, int]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for c in counts:
+        for k, v in c.items():
+            out[k] = out.get(k, 0) + v
+    return dict(sorted(out.items()))
 
 
 def simulate_layout(layout: str, cluster: SchedCluster, jobs: JobTable, team_of_job: np.ndarray,

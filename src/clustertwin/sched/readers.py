@@ -198,7 +198,8 @@ def read_pai2023(path: str | Path, *, strict: bool = False) -> Trace:
             lines.bad(line_no, str(e), getattr(e, "cause", "malformed"))
             continue
         if deleted < started or started < created:
-            lines.bad(line_no, "times out of order (creation <= scheduled <= deletion expected)")
+            lines.bad(line_no, "times out of order (creation <= scheduled <= deletion expected)",
+                      parse.TIMES_BACKWARDS)
             continue
         if milli < MILLI_PER_GPU and num_gpu != 1:
             lines.bad(line_no, "gpu_milli < 1000 (GPU sharing) with num_gpu != 1")
@@ -265,7 +266,8 @@ def read_pai2020(path: str | Path, *, strict: bool = False) -> Trace:
             lines.exclude("cpu-only")
             continue
         if end < start or inst < 1:
-            lines.bad(line_no, "end_time before start_time or inst_num < 1")
+            lines.bad(line_no, "end_time before start_time or inst_num < 1",
+                          parse.TIMES_BACKWARDS if end < start else parse.OUT_OF_RANGE)
             continue
         per = plan / PAI2020_PLAN_GPU_PER_GPU
         if per > 1:
@@ -378,7 +380,7 @@ def read_helios(path: str | Path, *, strict: bool = False) -> Trace:
             lines.bad(line_no, str(e), getattr(e, "cause", "malformed"))
             continue
         if gpus < 0 or dur < 0 or nodes < 0 or gpus != int(gpus):
-            lines.bad(line_no, "negative or fractional gpu_num / node_num / duration")
+            lines.bad(line_no, "negative or fractional gpu_num / node_num / duration", parse.OUT_OF_RANGE)
             continue
         if gpus == 0:
             lines.exclude("cpu-only")
@@ -475,7 +477,7 @@ def read_sacct(path: str | Path, *, strict: bool = False) -> Trace:
             lines.exclude("still running")
             continue
         if end < start or start < submit:
-            lines.bad(line_no, "times out of order (Submit <= Start <= End expected)")
+            lines.bad(line_no, "times out of order (Submit <= Start <= End expected)", parse.TIMES_BACKWARDS)
             continue
         gpus = _sacct_gpus(r)
         if gpus <= 0:
