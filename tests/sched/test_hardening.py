@@ -174,3 +174,15 @@ def test_unschedulable_jobs_are_counted_by_cause():
     m = metrics.compute(engine.simulate(cl, jobs, "fifo"))
     assert m.unschedulable_by_cause == {"more GPUs than the cluster": 1, "no node of an allowed GPU model": 1}
     assert (m.completed, m.unschedulable) == (1, 2)
+
+
+def test_philly_json_is_read_item_by_item_and_deep_nesting_is_an_error(tmp_path):
+    tr = readers.read_trace(F / "philly_job_log.json", "philly")
+    assert tr.report.jobs >= 1
+    p = tmp_path / "deep.json"
+    p.write_text("[" + "[" * 100_000 + "]" * 100_000 + "]")
+    with pytest.raises(SpecError, match="deep|not a JSON"):
+        readers.read_trace(p, "philly")
+    p.write_text('{"jobid": 1}')
+    with pytest.raises(SpecError, match="expected '\\['"):
+        readers.read_trace(p, "philly")

@@ -290,6 +290,42 @@ def _philly_time(v) -> float | None:
     return _utc(str(v), PHILLY_TIME)
 
 
+_JSON_WS = re.compile(r"[ \t\n\r]*")
+
+
+def _json_list_items(p: Path) -> Iterator[object]:
+    """The items of a top-level JSON list, decoded one at a time (the whole list is never built as
+    Python objects: a multi-GB job log needs the text plus one job in memory)."""
+    text = "\n".join(parse.read_lines(p))
+    dec = json.JSONDecoder()
+
+    def fail(msg: str, pos: int) -> SpecError:
+        line = text.count("\n", 0, pos) + 1
+        return SpecError(f"not a JSON list of jobs: {msg} at line {line}", file=str(p))
+
+    pos = _JSON_WS.match(text, 0).end()
+    if not text.startswith("[", pos):
+        raise fail("expected '[' (cluster_job_log is a JSON list)", pos)
+    pos = _JSON_WS.match(text, pos + 1).end()
+    if text.startswith("]", pos):
+        return
+    while True:
+        try:
+            item, pos = dec.raw_decode(text, pos)
+        except json.JSONDecodeError as e:
+            raise fail(e.msg, e.pos) from None
+        except RecursionError:
+            raise fail("nesting too deep", pos) from None
+        yield item
+        pos = _JSON_WS.match(text, pos).end()
+        if text.startswith(",", pos):
+            pos = _JSON_WS.match(text, pos + 1).end()
+        elif text.startswith("]", pos):
+            return
+        else:
+            raise fail("expected ',' or ']'", pos)
+
+
 def read_philly(path: str | Path, *, strict: bool = False) -> Trace:
     """Microsoft Philly ``cluster_job_log`` (a JSON list of jobs). GPUs = GPUs of the last attempt's
     ``detail`` (summed over machines; units = machines when more than one); runtime = sum of attempt
@@ -297,13 +333,7 @@ def read_philly(path: str | Path, *, strict: bool = False) -> Trace:
     p = _open(path)
     lines = _Lines(p, "philly", strict)
     rows = JobRows()
-    try:
-        data = json.loads(p.read_text())
-    except json.JSONDecodeError as e:
-        raise SpecError(f"not JSON: {e.msg} at line {e.lineno}", file=str(p)) from None
-    if not isinstance(data, list):
-        raise SpecError("expected a JSON list of jobs (cluster_job_log)", file=str(p))
-    for i, job in enumerate(data, start=1):
+    for i, job in enumerate(_json_list_items(p), start=1):
         lines.report.lines += 1
         try:
             jid = str(job["jobid"])
