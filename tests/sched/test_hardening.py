@@ -181,7 +181,7 @@ def test_philly_json_is_read_item_by_item_and_deep_nesting_is_an_error(tmp_path)
     assert tr.report.jobs >= 1
     p = tmp_path / "deep.json"
     p.write_text("[" + "[" * 100_000 + "]" * 100_000 + "]")
-    with pytest.raises(SpecError, match="deep|not a JSON"):
+    with pytest.raises(SpecError, match=r"deep|not a JSON"):
         readers.read_trace(p, "philly")
     p.write_text('{"jobid": 1}')
     with pytest.raises(SpecError, match="expected '\\['"):
