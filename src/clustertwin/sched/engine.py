@@ -208,7 +208,11 @@ class Simulator:
         self.frag_t = -math.inf
         self.frag_value = 0.0
         self.stop_version = 0
-        self._reservation: tuple[int, int, float, Projection] | None = None
+        # the head's reservation, kept up to date incrementally: [head, projection, keys of the running
+        # jobs released in it (a prefix of self.running)]; dropped when a node changes or a job starts
+        # outside backfill
+        self._res: list | None = None
+        self._in_backfill = False
         kinds = {"whole": 0, "share": 1, "spread": 2}
         self.req_kind = np.array([kinds[r.kind] for r in self.requests], dtype=np.int64)
         self.req_g = np.array([r.g for r in self.requests], dtype=np.int64)
@@ -333,6 +337,7 @@ class Simulator:
                 self._on_end(a, b, t)
             elif kind == _REPAIR:
                 self.state.set_up(a)
+                self._res = None
                 self.stop_version += 1
             else:
                 self._on_fail(a, b, t)
@@ -388,6 +393,8 @@ class Simulator:
 
     # ------------------------------------------------------------------ start / stop
     def _start(self, j: int, alloc: Allocation, t: float) -> None:
+        if not self._in_backfill:
+            self._res = None
         self.state.apply(alloc, -1)
         self.alloc[j] = alloc
         self.job_state[j] = RUNNING
@@ -420,10 +427,22 @@ class Simulator:
     def _stop(self, j: int, t: float) -> None:
         self.stop_version += 1
         alloc = self.alloc.pop(j)
-        self.state.apply(alloc, +1)
         key = self.run_key.pop(j)
+        res = self._res
+        release = False
+        if res is not None:
+            rel = res[2]
+            r = bisect.bisect_left(rel, key)
+            if r < len(rel) and rel[r] == key:
+                del rel[r]  # already free in the projection
+            else:
+                res[1].freeze(alloc.node_list)
+                release = True
+        self.state.apply(alloc, +1)
         i = bisect.bisect_left(self.running, key)
         del self.running[i]
+        if release:
+            self._res_release(alloc)
         for nd in alloc.node_list:
             self.node_jobs[nd].discard(j)
         self.held_milli -= alloc.total_milli
@@ -465,6 +484,7 @@ class Simulator:
             self.failure_kills += 1
             self._kill(j, t, requeue=self.cfg.requeue_on_failure)
         self.state.set_down(node)
+        self._res = None
         self.stop_version += 1
         self._push(t + float(self.failures.repair_s[i]), _REPAIR, node)
 
@@ -547,27 +567,43 @@ class Simulator:
         return True
 
     def _reserve(self, head: int, t: float) -> tuple[float, Projection]:
-        """The head's shadow time and the projected state then. Kept between passes while the head is
-        the same and no job has ended and no node changed (only arrivals and backfilled starts, which
-        update the projection themselves)."""
-        cached = self._reservation
-        if cached is not None and cached[0] == head and cached[1] == self.stop_version:
-            return cached[2], cached[3]
-        proj = Projection(self.state, self.requests[head])
-        shadow = math.inf
-        for end_by_limit, _, k in self.running:
-            proj.release(self.alloc[k])
-            if proj.fits:
-                shadow = max(end_by_limit, t)
-                break
-        self._reservation = (head, self.stop_version, shadow, proj)
-        return shadow, proj
+        """The head's shadow time (when it fits if running jobs end at their limits) and the projected
+        state then: the smallest prefix of the running jobs, by limit end, whose release lets it fit.
+
+        Kept between passes while the head is the same: a job that ends early and was not in the prefix
+        is released in the projection and the prefix shrinks from its end while the head still fits
+        (so the shadow only moves earlier, exactly as a recomputation would place it); backfilled starts
+        update the projection themselves. A node failure or repair, or a start outside backfill, drops it."""
+        res = self._res
+        if res is None or res[0] != head:
+            proj = Projection(self.state, self.requests[head])
+            rel: list[tuple[float, int, int]] = []
+            for key in self.running:
+                proj.release(self.alloc[key[2]])
+                rel.append(key)
+                if proj.fits:
+                    break
+            res = self._res = [head, proj, rel]
+        proj, rel = res[1], res[2]
+        if not proj.fits:
+            return math.inf, proj
+        return (max(rel[-1][0], t) if rel else t), proj
+
+    def _res_release(self, alloc: Allocation) -> None:
+        """A job outside the reservation's prefix ended: free it in the projection, then give back the
+        prefix's last jobs while the head still fits without them."""
+        _, proj, rel = self._res
+        proj.release(alloc)
+        if proj.fits:  # (if the prefix was every running job and the head did not fit, it may now)
+            while rel and proj.take_if_still_fits(self.alloc[rel[-1][2]]):
+                rel.pop()
 
     def _backfill(self, t: float, h: int = 0) -> None:
         """EASY backfill behind the head at queue position ``h`` (jobs before it wait for quota)."""
         q = self.queue
         head = self._job(q[h])
         shadow, proj = self._reserve(head, t)
+        rel = self._res[2]
         self.first_reservation.setdefault(head, shadow)
         last = min(len(q), h + self.cfg.backfill_window + 1)
         if last <= h + 1:
@@ -617,7 +653,11 @@ class Simulator:
             elif not proj.take_if_still_fits(alloc):
                 refused.add((family, req.g))
                 continue
+            self._in_backfill = True
             self._start(j, alloc, t)
+            self._in_backfill = False
+            if short:
+                bisect.insort(rel, self.run_key[j])  # free again by the shadow time
             free_milli -= alloc.total_milli
             refused.clear()
             started.append(h + 1 + i)
