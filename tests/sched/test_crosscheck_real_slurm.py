@@ -62,13 +62,15 @@ def test_simulator_matches_slurm_start_order_and_times(slurm_run):
     later_first = sum(run.start_s[b] < run.start_s[a] for i, a in enumerate(order) for b in order[i + 1:])
     assert later_first > 0, "no job was backfilled ahead of an earlier one"
     cmp_, res = crosscheck.compare(trace, run, NODES, GPUS_PER_NODE)
-    detail = crosscheck.per_job(trace, run, cmp_, res)
+    detail = (cmp_.to_dict(), [(r["job"], r["diff_s"], r["tolerance_s"])
+                               for r in crosscheck.per_job(trace, run, cmp_, res)])
     # pairs of jobs whose simulated starts are further apart than their tolerances start in the same
     # order on Slurm (measured: 100 % on an idle host, 98.8 % with the host's two cores busy)
     assert cmp_.pairs >= 200
     assert cmp_.order_agreement >= crosscheck.MIN_ORDER_AGREEMENT, detail
     # start times: the median job starts at the same second; each job within its tolerance (backfill
     # interval + resolution + launch lag per link of the chain it waited on) but for the few where a
-    # sub-second lag flipped a backfill decision (measured 30-31 of 32)
+    # sub-second lag flipped a backfill decision and the schedules drifted apart for a while (measured 27-32
+    # of 32; the host's load makes launch lags jitter)
     assert abs(float(np.median(cmp_.diff_s))) <= cmp_.bf_resolution_s + crosscheck.LAUNCH_LAG_S
     assert cmp_.within >= crosscheck.MIN_WITHIN_FRACTION * len(trace), detail
