@@ -114,6 +114,8 @@ def simulate_command(
                                         "synthetic job cap to N)."),
     max_requeues: int = typer.Option(engine.MAX_REQUEUES_DEFAULT, "--max-requeues",
                                      help="Stop with a message after this many requeue events."),
+    max_failure_events: int = typer.Option(failures.MAX_FAILURE_EVENTS, "--max-failure-events",
+                                           help="Refuse to generate more node failures than this."),
     compress: float = typer.Option(1.0, "--compress", help="Divide submit times by this factor (runtimes "
                                    "unchanged): the same jobs at F times the offered load."),
     timeline: Path | None = typer.Option(None, "--timeline", help="Write utilisation over time to this CSV."),
@@ -146,7 +148,8 @@ def simulate_command(
         horizon = float(jobs.submit_s[-1] + jobs.limit_s.max())
         mtbf = failures.reliability_node_mtbf_h(cl.gpus) if reliability_failures else mtbf_h
         mtbf_desc = "reliability model" if reliability_failures else f"{mtbf_h:g} h"
-        fail = failures.exponential_failures(cl.nodes, horizon, mtbf_h=mtbf, mttr_h=mttr_h, seed=seed)
+        fail = failures.exponential_failures(cl.nodes, horizon, mtbf_h=mtbf, mttr_h=mttr_h, seed=seed,
+                                             max_events=max_failure_events)
     runs = [(p, pl) for p in pols for pl in places]
     results = []
     prog = _progress_runner(json_out)

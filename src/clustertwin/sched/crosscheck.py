@@ -14,10 +14,11 @@ What Slurm does that the simulator does not (and so the tolerance):
 - times are whole seconds (sacct), and planned in ``bf_resolution`` steps (1 s here);
 - starting and ending a job takes real time (fork of slurmstepd, epilog, node message): a job starts
   about 1 s after ``sbatch`` on idle nodes, and a fraction of a second to a second after the job it
-  waited for ended. The replay models this as ``LAUNCH_LAG_S`` = 1 s added to every submit time and to
-  every job's occupancy (End − Start measured by Slurm); the remaining jitter adds up along chains of
-  jobs that wait for one another, and now and then a sub-second shift changes which job fits a hole
-  first (a backfill decision flips), after which the two schedules differ for a while.
+  waited for ended (more on a loaded host). The replay measures both lags on the run itself
+  (:func:`estimate_lags`) and adds them to every submit time and to every job's occupancy (End − Start
+  measured by Slurm); the remaining jitter adds up along chains of jobs that wait for one another, and
+  now and then a sub-second shift changes which job fits a hole first (a backfill decision flips), after
+  which the two schedules differ for a while.
 - Slurm reserves a concrete node set for the top job; the simulator only requires that the head still
   fits somewhere at its shadow time. With whole-node jobs on identical nodes the two coincide.
 
@@ -173,13 +174,32 @@ def _jobcomp_submit(inst: LocalSlurm) -> dict[str, float]:
     return out
 
 
-def replay_jobs(trace: CrossTrace, run: SlurmRun, lag_s: float = 0.0) -> JobTable:
+def estimate_lags(run: SlurmRun) -> tuple[float, float]:
+    """``(start lag, release lag)`` measured on this run: the median of start − submit over jobs that
+    started within ``LAUNCH_LAG_S + 1`` s of submission, and the median over the other jobs of start − the
+    latest end at or before it (the time from a job ending to the waiting job starting); each
+    ``LAUNCH_LAG_S`` when no job shows it."""
+    wait = run.start_s - run.submit_s
+    quick = wait <= LAUNCH_LAG_S + 1
+    start_lag = float(np.median(wait[quick])) if quick.any() else LAUNCH_LAG_S
+    gaps = []
+    for j in np.flatnonzero(~quick).tolist():
+        ended = run.end_s[run.end_s <= run.start_s[j]]
+        if len(ended):
+            gaps.append(run.start_s[j] - ended.max())
+    release_lag = float(np.median(gaps)) if gaps else LAUNCH_LAG_S
+    return start_lag, release_lag
+
+
+def replay_jobs(trace: CrossTrace, run: SlurmRun, lag_s: float = 0.0,
+                release_lag_s: float | None = None) -> JobTable:
     """The trace as the simulator sees it: Slurm's submit seconds (from the first), Slurm's measured
     runtimes, limits in seconds."""
     origin = float(run.submit_s.min())
     units = np.where(trace.nodes > 1, trace.nodes, 0)
+    release = lag_s if release_lag_s is None else release_lag_s
     return make_jobs([f"ct{i:03d}" for i in range(len(trace))], run.submit_s - origin + lag_s,
-                     run.end_s - run.start_s + lag_s,
+                     run.end_s - run.start_s + release,
                      trace.gpus_per_node, units=units, limit_s=trace.limit_min * MINUTE_S)
 
 
@@ -235,10 +255,14 @@ class Comparison:
 
 def compare(trace: CrossTrace, run: SlurmRun, inst_nodes: int, gpus_per_node: int, *,
             placement: str = "best-fit", bf_interval_s: int = 1, bf_resolution_s: int = 1,
-            lag_s: float = LAUNCH_LAG_S) -> tuple[
+            lag_s: float | None = None) -> tuple[
                 Comparison, engine.SimResult]:
     """Simulate the replayed trace under ``backfill`` and compare start times and order with Slurm's."""
-    jobs = replay_jobs(trace, run, lag_s)
+    if lag_s is None:
+        start_lag, release_lag = estimate_lags(run)
+    else:
+        start_lag = release_lag = lag_s
+    jobs = replay_jobs(trace, run, start_lag, release_lag)
     cl = sched_cluster.uniform(inst_nodes, gpus_per_node, name="local-slurm")
     res = engine.simulate(cl, jobs, "backfill", placement=placement)
     origin = float(run.submit_s.min())

@@ -51,7 +51,7 @@ from clustertwin.sched.policy import (  # noqa: F401  (re-exported)
 from clustertwin.sched.quota import QuotaLayout, QuotaState
 from clustertwin.sched.state import Allocation, ClusterState, Projection, Request
 
-MAX_REQUEUES_DEFAULT = 1_000_000
+MAX_REQUEUES_DEFAULT = 100_000
 """Requeue events (failures and preemptions) after which a run stops with a message (``--max-requeues``)."""
 
 
