@@ -159,6 +159,11 @@ class Simulator:
         self.work_frac = np.where(np.isfinite(util), util, 1.0)
         self.held_work = 0.0
         self.quota = QuotaState(config.quotas) if config.quotas is not None else None
+        if self.quota is not None:
+            k = len(config.quotas.teams)
+            self.team_queued = np.zeros(k, dtype=np.int64)
+            self.team_min_gpus = np.full(k, np.inf)
+            np.minimum.at(self.team_min_gpus, config.quotas.team_of_job, jobs.total_gpus)
         self.total_gpus_list: list[float] = jobs.total_gpus.tolist()
         self.on_start: Callable[[int], None] | None = None
         self.total_requeues = 0
@@ -373,6 +378,8 @@ class Simulator:
 
     def _enqueue(self, j: int) -> None:
         self.job_state[j] = QUEUED
+        if self.quota is not None:
+            self.team_queued[self.quota.team[j]] += 1
         if self.dynamic:
             self.queue.append(j)
         else:
@@ -419,6 +426,7 @@ class Simulator:
         self.account_running_gpus[self.account_of[j]] += alloc.gpus
         if self.quota is not None:
             self.quota.take(j, alloc.gpus)
+            self.team_queued[self.quota.team[j]] -= 1
         if self.cfg.record_allocations:
             self._open_alloc[j] = (t, alloc.nodes.copy(), alloc.milli.copy())
         if self.on_start is not None:
@@ -506,14 +514,20 @@ class Simulator:
             head = -1
             skipped: list[int] = []
             refused: dict[int, float] = {}  # team -> smallest size its quota refused in this pass
+            closed = 0  # teams refused at their smallest job size: none of their jobs can start
             while pos < len(q):
                 j = self._job(q[pos])
                 if quota is not None:
                     team, g = int(quota.team[j]), self.total_gpus_list[j]
                     if g >= refused.get(team, math.inf) or not quota.admits(j, g):
-                        refused[team] = min(g, refused.get(team, math.inf))
+                        if g < refused.get(team, math.inf):
+                            if refused.get(team, math.inf) > self.team_min_gpus[team] >= g:
+                                closed += 1
+                            refused[team] = g
                         skipped.append(q[pos])  # best-effort FIFO: waits for its quota, blocks no one
                         pos += 1
+                        if closed == int((self.team_queued > 0).sum()):
+                            break  # every team with waiting jobs is closed: the rest only waits
                         continue
                 alloc = self.placer.place(self.state, self.requests[j])
                 if alloc is None and self.jobs.min_gpus[j] > 0:
