@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
 # One-node Slurm on localhost for the deploy tests (tests/deploy/test_real_slurm.py), for CI and developers.
+# The scheduler cross-check (tests/sched/test_crosscheck_real_slurm.py, `clustertwin sched crosscheck`)
+# needs only the packages and munged from here: it starts its own multi-node instance with its own
+# configuration, ports and directories, and stops it afterwards.
 #
 # Installs Debian's munge, slurmctld, slurmd and slurm-client if they are missing, writes a cgroup-free
 # slurm.conf for this host, starts munged, slurmctld and slurmd, and waits until the node is idle.

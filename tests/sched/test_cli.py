@@ -70,7 +70,7 @@ def test_node_list_pai_fixture_with_failures(cli):
     assert doc["cluster"]["gpus"] == 22 and doc["failures"]["events"] > 0
     for p in doc["policies"]:
         m = p["metrics"]
-        assert m["completed"] + m["killed"] + m["queued"] == 5
+        assert m["completed"] + m["killed"] + m["queued"] + m["running"] + m["unschedulable"] == m["submitted"] == 5
 
 
 def test_synthetic_example(cli):

@@ -65,12 +65,14 @@ def test_timeout_kills_at_limit():
     assert res.end_s[0] == 40.0 and res.state[0] == engine.KILLED and res.killed_by_timeout == 1
 
 
-def test_unschedulable_job_stays_queued_without_blocking():
+def test_unschedulable_job_is_its_own_state_and_blocks_no_one():
     jobs = make_jobs(["big", "small"], [0, 1], [10, 10], [64, 1])
     res = engine.simulate(C.uniform(2, 8), jobs, "fifo")
     m = metrics.compute(res)
     assert res.start_s[1] == 1.0
-    assert (m.queued, m.unschedulable, m.completed) == (1, 1, 1)
+    assert res.state[0] == engine.UNSCHEDULABLE
+    assert (m.queued, m.unschedulable, m.completed) == (0, 1, 1)
+    assert m.completed + m.killed + m.queued + m.running + m.unschedulable == m.submitted == 2
 
 
 def test_gpu_type_constraint():

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from clustertwin.sched import cluster as C
-from clustertwin.sched import engine
+from clustertwin.sched import engine, federation, metrics, partitions
 from clustertwin.sched.failures import exponential_failures
 from clustertwin.sched.jobs import MILLI_PER_GPU, make_jobs
 from clustertwin.sched.placement import PLACEMENTS
@@ -65,10 +65,12 @@ def _check_no_overallocation(res: engine.SimResult) -> None:
 
 def _check_none_lost(res: engine.SimResult) -> None:
     states = res.state
-    assert set(np.unique(states)) <= {engine.COMPLETED, engine.KILLED, engine.QUEUED}
-    queued = states == engine.QUEUED
-    assert np.array_equal(queued, res.unschedulable)  # only jobs that can never fit stay queued
-    done = states != engine.QUEUED
+    assert set(np.unique(states)) <= {engine.COMPLETED, engine.KILLED, engine.UNSCHEDULABLE}
+    unsched = states == engine.UNSCHEDULABLE
+    assert np.array_equal(unsched, res.unschedulable)  # only jobs that can never fit never start
+    m = metrics.compute(res)
+    assert m.completed + m.killed + m.queued + m.running + m.unschedulable == m.submitted == len(res.jobs)
+    done = ~unsched
     assert np.all(res.end_s[done] >= res.start_s[done])
 
 
@@ -96,3 +98,37 @@ def test_backfill_never_delays_head_reservation(jobs, placement):
     res = engine.simulate(CLUSTER, jobs, "backfill", placement=placement)
     for j, reservation in res.first_reservation_s.items():
         assert res.first_start_s[j] <= reservation + 1e-9, (jobs.ids[j], res.first_start_s[j], reservation)
+
+
+def _conserved(res: engine.SimResult) -> metrics.Metrics:
+    m = metrics.compute(res)
+    assert m.completed + m.killed + m.queued + m.running + m.unschedulable == m.submitted == len(res.jobs)
+    assert set(np.unique(res.state)) <= {engine.QUEUED, engine.RUNNING, engine.COMPLETED, engine.KILLED,
+                                         engine.UNSCHEDULABLE}
+    return m
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(jobs=job_tables(), seed=st.integers(0, 1000), fed=st.sampled_from(federation.FEDERATION_POLICIES),
+       policies=st.lists(st.sampled_from(list(engine.POLICIES)), min_size=2, max_size=2))
+def test_federation_conserves_jobs_under_failures_requeues_and_preemption(jobs, seed, fed, policies):
+    small = C.uniform(2, 4, name="small")
+    members = [federation.Member(CLUSTER, policies[0],
+                                 failures=exponential_failures(CLUSTER.nodes, 2000.0, mtbf_h=0.1, mttr_h=0.01,
+                                                               seed=seed)),
+               federation.Member(small, policies[1])]
+    fr = federation.simulate_federation(members, jobs, fed, dataset_bytes=5e9, wan_gbps=1.0)
+    m = _conserved(fr.combined)
+    ran = fr.member_of_job >= 0
+    assert np.array_equal(ran, ~np.isnan(fr.combined.first_start_s))
+    assert sum(metrics.compute(r).submitted for r in fr.members) == len(jobs)
+    assert m.requeued == sum(int(r.requeues.sum()) for r in fr.members)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(jobs=job_tables(), layout=st.sampled_from(partitions.LAYOUTS),
+       policy=st.sampled_from(list(engine.POLICIES)))
+def test_partitions_and_quotas_conserve_jobs(jobs, layout, policy):
+    team = jobs.user % 2
+    res = partitions.simulate_layout(layout, CLUSTER, jobs, team, ("a", "b"), policy=policy)
+    _conserved(res)

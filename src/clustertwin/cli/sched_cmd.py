@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+import numpy as np
 import typer
 from rich.console import Console
 from rich.progress import Progress
@@ -40,6 +41,28 @@ def _split(text: str) -> list[str]:
     return [x.strip() for x in text.split(",") if x.strip()]
 
 
+def _names(text: str, choices, what: str) -> list[str]:
+    """Comma-separated names, each one of ``choices``; at least one."""
+    from clustertwin.errors import did_you_mean
+
+    names = _split(text)
+    if not names:
+        raise SpecError(f"--{what} '{text}' names no {what}; choose from {', '.join(choices)}")
+    for x in names:
+        if x not in choices:
+            raise SpecError(f"unknown {what} '{x}'{did_you_mean(x, choices)}; choose from {', '.join(choices)}")
+    return names
+
+
+def _finite(value: float | None, flag: str, *, positive: bool = True) -> None:
+    import math
+
+    if value is None:
+        return
+    if not math.isfinite(value) or (positive and value <= 0):
+        raise SpecError(f"{flag} must be a finite number{' > 0' if positive else ''}, got {value}")
+
+
 def _cluster(cluster: str, node_list: Path | None, nodes_per_leaf: int | None) -> sched_cluster.SchedCluster:
     if node_list is not None:
         return sched_cluster.from_node_list(
@@ -49,10 +72,10 @@ def _cluster(cluster: str, node_list: Path | None, nodes_per_leaf: int | None) -
 
 
 def _read(trace: Path, fmt: str, strict: bool, cl: sched_cluster.SchedCluster, limit_jobs: int | None):
-    tr = readers.read_trace(trace, fmt, strict=strict, cluster_gpus=cl.total_gpus)
+    if limit_jobs is not None and limit_jobs < 1:
+        raise SpecError("--max-jobs must be >= 1")
+    tr = readers.read_trace(trace, fmt, strict=strict, cluster_gpus=cl.total_gpus, max_jobs=limit_jobs)
     if limit_jobs is not None:
-        if limit_jobs < 1:
-            raise SpecError("--max-jobs must be >= 1")
         jobs = tr.jobs.subset(slice(0, limit_jobs))
         tr.report.excluded["beyond --max-jobs"] += len(tr.jobs) - len(jobs)
         return jobs, tr.report
@@ -87,25 +110,36 @@ def simulate_command(
                                               help="Inject node failures at the reliability model's "
                                                    "per-node rate (Llama 3 calibration)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the failure generator."),
-    max_jobs: int | None = typer.Option(None, "--max-jobs", help="Replay only the first N jobs."),
+    max_jobs: int | None = typer.Option(None, "--max-jobs", help="Replay only the first N jobs (also lifts the "
+                                        "synthetic job cap to N)."),
+    max_requeues: int = typer.Option(engine.MAX_REQUEUES_DEFAULT, "--max-requeues",
+                                     help="Stop with a message after this many requeue events."),
+    max_failure_events: int = typer.Option(failures.MAX_FAILURE_EVENTS, "--max-failure-events",
+                                           help="Refuse to generate more node failures than this."),
+    compress: float = typer.Option(1.0, "--compress", help="Divide submit times by this factor (runtimes "
+                                   "unchanged): the same jobs at F times the offered load."),
     timeline: Path | None = typer.Option(None, "--timeline", help="Write utilisation over time to this CSV."),
     show_jobs: bool = typer.Option(False, "--jobs", help="Include per-job records in the JSON output."),
     strict: bool = typer.Option(False, "--strict", help="Malformed trace lines are fatal."),
     json_out: bool = JsonOpt,
 ) -> None:
     """Replay a job trace under one or more policies and placements, side by side."""
-    pols = [engine.get_policy(p) for p in _split(policy)]
-    places = _split(placement)
-    for pl in places:
-        if pl not in PLACEMENTS:
-            raise SpecError(f"unknown placement '{pl}'; choose from {', '.join(PLACEMENTS)}")
-    if not pols or not places:
-        raise SpecError("give at least one --policy and one --placement")
+    pols = [engine.get_policy(p) for p in _names(policy, engine.POLICIES, "policy")]
+    places = _names(placement, PLACEMENTS, "placement")
+    _finite(mtbf_h, "--node-mtbf-h")
+    _finite(mttr_h, "--node-mttr-h")
+    if max_requeues < 0:
+        raise SpecError("--max-requeues must be >= 0")
+    _finite(compress, "--compress")
     cl = _cluster(cluster, node_list, nodes_per_leaf)
     jobs, report = _read(trace, fmt, strict, cl, max_jobs)
     if len(jobs) == 0:
         raise SpecError(f"no jobs to replay in {trace} ({report.malformed} malformed lines, "
                         f"excluded: {dict(report.excluded)})")
+    if compress != 1.0:
+        from dataclasses import replace
+
+        jobs = replace(jobs, submit_s=jobs.submit_s / compress)
     fail = None
     mtbf_desc = None
     if mtbf_h is not None and reliability_failures:
@@ -114,7 +148,8 @@ def simulate_command(
         horizon = float(jobs.submit_s[-1] + jobs.limit_s.max())
         mtbf = failures.reliability_node_mtbf_h(cl.gpus) if reliability_failures else mtbf_h
         mtbf_desc = "reliability model" if reliability_failures else f"{mtbf_h:g} h"
-        fail = failures.exponential_failures(cl.nodes, horizon, mtbf_h=mtbf, mttr_h=mttr_h, seed=seed)
+        fail = failures.exponential_failures(cl.nodes, horizon, mtbf_h=mtbf, mttr_h=mttr_h, seed=seed,
+                                             max_events=max_failure_events)
     runs = [(p, pl) for p in pols for pl in places]
     results = []
     prog = _progress_runner(json_out)
@@ -127,7 +162,7 @@ def simulate_command(
                 task = prog.add_task(f"{p.name} / {pl}", total=len(jobs))
                 cb = (lambda tk: (lambda k: prog.update(tk, completed=k)))(task)
             res = engine.simulate(cl, jobs, p, placement=pl, failures=fail, backfill_window=backfill_window,
-                                  progress=cb)
+                                  max_requeues=max_requeues, progress=cb)
             results.append(res)
     finally:
         if prog is not None:
@@ -156,6 +191,11 @@ def simulate_command(
         out_console.print(f"  skipped {ex}")
     rows = [[e["policy"], e["placement"], *[e["metrics"][k] for _, k in _METRIC_COLUMNS]] for e in out]
     out_console.print(table("scheduling policies", ["policy", "placement", *[h for h, _ in _METRIC_COLUMNS]], rows))
+    for e in out:
+        causes = e["metrics"]["unschedulable_by_cause"]
+        if causes:
+            out_console.print(f"{e['policy']} / {e['placement']}: unschedulable jobs by cause: {causes}")
+            break
     if fail is not None:
         out_console.print(f"node failures injected: {len(fail)} (MTBF {mtbf_desc}, MTTR {mttr_h:g} h); "
                       f"span {float(jobs.submit_s[-1]) / HOUR_S:,.1f} h of submissions")
@@ -190,11 +230,15 @@ def fill_command(
     json_out: bool = JsonOpt,
 ) -> None:
     """Fill the cluster with tasks sampled from the trace (no departures) and report unallocated GPUs."""
-    places = _split(placement)
+    import math
+
+    places = _names(placement, PLACEMENTS, "placement")
     try:
         load_list = [float(x) for x in _split(loads)]
     except ValueError:
         raise SpecError(f"--loads '{loads}' must be comma-separated numbers") from None
+    if not load_list or any(not math.isfinite(x) or not 0 < x <= fill.MAX_LOAD for x in load_list):
+        raise SpecError(f"--loads '{loads}' must be comma-separated fractions of capacity in (0, {fill.MAX_LOAD:g}]")
     cl = _cluster(cluster, node_list, nodes_per_leaf)
     jobs, report = _read(trace, fmt, strict, cl, None)
     prog = _progress_runner(json_out)
@@ -221,7 +265,190 @@ def fill_command(
                         f"(seed {seed})", ["placement", *cols], rows))
 
 
+def crosscheck_command(
+    jobs: int = typer.Option(32, "--jobs", help="Sleep jobs in the trace (>= 30 for the CI check)."),
+    nodes: int = typer.Option(4, "--nodes", help="Virtual Slurm nodes."),
+    gpus_per_node: int = typer.Option(8, "--gpus-per-node", help="GRES GPUs per virtual node."),
+    seed: int = typer.Option(1, "--seed", help="Seed of the trace."),
+    mixed: bool = typer.Option(False, "--mixed-sizes", help="Quarter/half-node jobs too (placement matters)."),
+    placement: str = typer.Option("best-fit", "--placement", help=f"Simulator placement: {', '.join(PLACEMENTS)}."),
+    show_jobs: bool = typer.Option(False, "--jobs-table", help="Print every job's Slurm and simulated start."),
+    json_out: bool = JsonOpt,
+) -> None:
+    """Run a short sleep-job trace on a local multi-node Slurm and compare with the simulator's EASY backfill."""
+    from clustertwin.sched import crosscheck, slurm_local
+
+    if placement not in PLACEMENTS:
+        raise SpecError(f"unknown placement '{placement}'; choose from {', '.join(PLACEMENTS)}")
+    if not 1 <= jobs <= crosscheck.MAX_JOBS or not 1 <= nodes <= crosscheck.MAX_NODES or gpus_per_node < 1:
+        raise SpecError(f"--jobs must be 1-{crosscheck.MAX_JOBS}, --nodes 1-{crosscheck.MAX_NODES}, "
+                        "--gpus-per-node >= 1")
+    tr = crosscheck.make_trace(jobs, nodes=nodes, gpus_per_node=gpus_per_node, seed=seed, whole_nodes=not mixed)
+    with slurm_local.start(nodes, gpus_per_node) as inst:
+        run = crosscheck.run_on_slurm(inst, tr)
+    cmp_, res = crosscheck.compare(tr, run, nodes, gpus_per_node, placement=placement)
+    doc = cmp_.to_dict()
+    if json_out:
+        doc["per_job"] = crosscheck.per_job(tr, run, cmp_, res)
+        print_json(doc)
+        return
+    out = _out()
+    d = doc["start_diff_s"]
+    out.print(f"local Slurm: {nodes} virtual nodes x {gpus_per_node} GRES GPUs, {jobs} sleep jobs, "
+              f"{doc['slurm_wall_s']:.0f} s; simulator: backfill (FIFO + EASY), {placement}")
+    out.print(f"start time Slurm - simulator: mean {d['mean']:+.1f} s, mean |diff| {d['mean_abs']:.1f} s, "
+              f"max |diff| {d['max_abs']:.0f} s; within tolerance {doc['within_tolerance']}/{jobs}")
+    out.print(f"start order: {doc['order_pairs_agree']}/{doc['order_pairs']} job pairs in the same order "
+              f"({doc['order_agreement']:.1%})")
+    if show_jobs:
+        rows = [[r["job"], r["gpus"], r["nodes"], r["limit_min"], r["runtime_s"], r["submit_s"],
+                 r["slurm_start_s"], r["sim_start_s"], r["diff_s"], r["tolerance_s"]]
+                for r in crosscheck.per_job(tr, run, cmp_, res)]
+        out.print(table("per job (s from the first submission)", ["job", "GPUs/node", "nodes", "limit min",
+                        "run s", "submit", "Slurm start", "sim start", "diff", "tol"], rows))
+
+
+def _layout_row(name: str, res: engine.SimResult, team_of_job, teams: int) -> dict:
+    from clustertwin.sched import partitions
+
+    m = metrics.compute(res)
+    shares = partitions.team_utilization(res, team_of_job, teams)
+    return {"layout": name, "metrics": m.to_dict(), "team_gpu_time_share": [round(float(x), 4) for x in shares]}
+
+
+def partitions_command(
+    trace: Path = typer.Option(..., "--trace", "-t", help="Trace file (or synthetic parameters YAML)."),
+    fmt: str = typer.Option(..., "--format", "-f", help=f"Trace format: {', '.join(readers.FORMATS)}."),
+    cluster: str = typer.Option(DEFAULT_CLUSTER, "--cluster", "-c", help="Cluster catalog id or YAML/JSON file."),
+    node_list: Path | None = typer.Option(None, "--node-list", help="Cluster from a trace node list."),
+    layouts: str = typer.Option("team-partitions,cohort,shared-pool", "--layouts",
+                                help="Comma-separated: team-partitions, team-quotas, cohort, shared-pool."),
+    policy: str = typer.Option("backfill", "--policy", "-p", help="Scheduling policy inside every layout."),
+    placement: str = typer.Option("first-fit", "--placement", help="Placement inside every layout."),
+    shares: str | None = typer.Option(None, "--shares", help="Teams' GPU shares, comma-separated "
+                                      "(default equal), in team-name order."),
+    borrowing_limit: float | None = typer.Option(None, "--borrowing-limit-gpus",
+                                                 help="Cohort: most GPUs a team may borrow (default unlimited)."),
+    max_jobs: int | None = typer.Option(None, "--max-jobs", help="Replay only the first N jobs."),
+    json_out: bool = JsonOpt,
+) -> None:
+    """Same trace under team partitions, Kueue-style quotas/cohorts and one shared pool: utilisation gap."""
+    from clustertwin.sched import partitions, synthetic
+
+    lays = _names(layouts, partitions.LAYOUTS, "layout")
+    engine.get_policy(policy)
+    if placement not in PLACEMENTS:
+        raise SpecError(f"unknown placement '{placement}'; choose from {', '.join(PLACEMENTS)}")
+    _finite(borrowing_limit, "--borrowing-limit-gpus", positive=False)
+    cl = _cluster(cluster, node_list, None)
+    jobs, report = _read(trace, fmt, False, cl, max_jobs)
+    if len(jobs) == 0:
+        raise SpecError(f"no jobs to replay in {trace}")
+    names, team = synthetic.team_of_jobs(jobs)
+    w = None
+    if shares is not None:
+        try:
+            w = [float(x) for x in _split(shares)]
+        except ValueError:
+            raise SpecError(f"--shares '{shares}' must be comma-separated numbers") from None
+    rows = []
+    for lay in lays:
+        res = partitions.simulate_layout(lay, cl, jobs, team, names, policy=policy, placement=placement,
+                                         shares=w, borrowing_limit_gpus=borrowing_limit)
+        rows.append(_layout_row(lay, res, team, len(names)))
+    offered = float((jobs.total_gpus * np.minimum(jobs.runtime_s, jobs.limit_s)).sum())
+    span = float(jobs.submit_s[-1] - jobs.submit_s[0]) or 1.0
+    doc = {"cluster": cl.to_dict(), "trace": report.to_dict(), "teams": list(names), "policy": policy,
+           "offered_load": offered / span / cl.total_gpus, "layouts": rows}
+    if json_out:
+        print_json(doc)
+        return
+    out = _out()
+    out.print(f"cluster {cl.name}: {cl.total_gpus:,} GPUs; {len(jobs):,} jobs of {len(names)} teams, offered load "
+              f"{doc['offered_load']:.2f} of the GPUs over the submission window; policy {policy}")
+    cols = ["layout", "alloc util", "work util", "avg queue s", "p99 queue s", "done", "queued", "running",
+            "unsched", "GPU-time share of busiest team"]
+    body = [[r["layout"], r["metrics"]["gpu_utilization"], r["metrics"]["work_utilization"],
+             r["metrics"]["avg_queue_s"], r["metrics"]["p99_queue_s"], r["metrics"]["completed"],
+             r["metrics"]["queued"], r["metrics"]["running"], r["metrics"]["unschedulable"],
+             max(r["team_gpu_time_share"])] for r in rows]
+    out.print(table("team partitions vs shared pool", cols, body))
+
+
+def federate_command(
+    member: list[str] = typer.Option(..., "--member", "-m", help="Member cluster: CLUSTER[:POLICY[:PLACEMENT]] "
+                                     "(catalog id or YAML/JSON file); repeat for each cluster."),
+    trace: Path = typer.Option(..., "--trace", "-t", help="Trace file (or synthetic parameters YAML)."),
+    fmt: str = typer.Option(..., "--format", "-f", help=f"Trace format: {', '.join(readers.FORMATS)}."),
+    federation_policy: str = typer.Option("first-start,locality,round-robin", "--federation",
+                                          help="Comma-separated: first-start, locality, round-robin."),
+    dataset_gb: float = typer.Option(0.0, "--dataset-gb", help="Data each job reads (GB), moved over the WAN "
+                                     "when it runs away from its home cluster (locality)."),
+    wan_gbps: float = typer.Option(1.0, "--wan-gbps", help="WAN bandwidth between clusters (GB/s)."),
+    max_jobs: int | None = typer.Option(None, "--max-jobs", help="Replay only the first N jobs."),
+    json_out: bool = JsonOpt,
+) -> None:
+    """Several clusters, each with its own policy, behind a federation policy: per-cluster and global metrics."""
+    from clustertwin.sched import federation
+
+    pols = _names(federation_policy, federation.FEDERATION_POLICIES, "federation")
+    _finite(wan_gbps, "--wan-gbps")
+    _finite(dataset_gb, "--dataset-gb", positive=False)
+    if dataset_gb < 0:
+        raise SpecError("--dataset-gb must be >= 0")
+    members = []
+    for text in member:
+        parts = text.split(":")
+        if len(parts) > 3 or not parts[0]:
+            raise SpecError(f"--member '{text}' must be CLUSTER[:POLICY[:PLACEMENT]]")
+        pol = parts[1] if len(parts) > 1 and parts[1] else "backfill"
+        engine.get_policy(pol)
+        pl = parts[2] if len(parts) > 2 and parts[2] else "first-fit"
+        if pl not in PLACEMENTS:
+            raise SpecError(f"--member '{text}': unknown placement '{pl}'; choose from {', '.join(PLACEMENTS)}")
+        members.append(federation.Member(sched_cluster.from_spec(load_cluster(parts[0])), pol, pl))
+    total = sum(m.cluster.total_gpus for m in members)
+    probe = members[0].cluster
+    jobs, report = _read(trace, fmt, False, sched_cluster.SchedCluster(
+        "federation", np.array([total]), np.zeros(1, dtype=np.int64), probe.models, np.zeros(1, dtype=np.int64)),
+        max_jobs)
+    if len(jobs) == 0:
+        raise SpecError(f"no jobs to replay in {trace}")
+    rows = []
+    for fp in pols:
+        fr = federation.simulate_federation(members, jobs, fp, dataset_bytes=dataset_gb * federation.BYTES_PER_GB,
+                                            wan_gbps=wan_gbps)
+        g = metrics.compute(fr.combined)
+        per = [{"cluster": m.cluster.name, "policy": m.policy, "gpus": m.cluster.total_gpus,
+                "jobs_run": int((fr.member_of_job == i).sum()), "metrics": metrics.compute(r).to_dict()}
+               for i, (m, r) in enumerate(zip(members, fr.members, strict=True))]
+        rows.append({"federation": fp, "global": g.to_dict(), "members": per,
+                     "wan_transfer_s_total": float(fr.transfer_s.sum())})
+    doc = {"trace": report.to_dict(), "gpus": total, "results": rows}
+    if json_out:
+        print_json(doc)
+        return
+    out = _out()
+    out.print(f"{len(members)} clusters, {total:,} GPUs; {len(jobs):,} jobs")
+    cols = ["federation", "cluster", "policy", "GPUs", "jobs run", "util", "avg queue s", "p99 queue s", "done",
+            "queued", "unsched"]
+    body = []
+    for r in rows:
+        g = r["global"]
+        body.append([r["federation"], "(all)", "", total, g["completed"] + g["killed"] + g["running"],
+                     g["gpu_utilization"], g["avg_queue_s"], g["p99_queue_s"], g["completed"], g["queued"],
+                     g["unschedulable"]])
+        for p in r["members"]:
+            m = p["metrics"]
+            body.append(["", p["cluster"], p["policy"], p["gpus"], p["jobs_run"], m["gpu_utilization"],
+                         m["avg_queue_s"], m["p99_queue_s"], m["completed"], "", ""])
+    out.print(table("federation", cols, body))
+
+
 def register(app: typer.Typer) -> None:
     sched_app.command("simulate")(simulate_command)
     sched_app.command("fill")(fill_command)
+    sched_app.command("crosscheck")(crosscheck_command)
+    sched_app.command("partitions")(partitions_command)
+    sched_app.command("federate")(federate_command)
     app.add_typer(sched_app, name="sched")

@@ -7,7 +7,6 @@ list (Alibaba PAI 2023 ``openb_node_list_*.csv``: ``sn,cpu_milli,memory_mib,gpu,
 
 from __future__ import annotations
 
-import csv
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +33,8 @@ class SchedCluster:
     """CPU per node in milli-cores; None: CPU is not a constraint."""
     memory_mib: np.ndarray | None = None
     """Host memory per node, MiB; None: memory is not a constraint."""
+    skipped_rows: tuple[tuple[str, int], ...] = ()
+    """Node-list rows rejected, by cause (``(cause, count)``)."""
 
     def __post_init__(self) -> None:
         n = len(self.gpus)
@@ -68,8 +69,11 @@ class SchedCluster:
 
     def to_dict(self) -> dict:
         counts = {m: int(self.gpus[self.model_code == i].sum()) for i, m in enumerate(self.models)}
-        return {"name": self.name, "nodes": self.nodes, "gpus": self.total_gpus, "leaves": self.leaves,
-                "gpus_by_model": counts}
+        out = {"name": self.name, "nodes": self.nodes, "gpus": self.total_gpus, "leaves": self.leaves,
+               "gpus_by_model": counts}
+        if self.skipped_rows:
+            out["skipped_rows"] = dict(self.skipped_rows)
+        return out
 
 
 def uniform(nodes: int, gpus_per_node: int, *, nodes_per_leaf: int = DEFAULT_NODES_PER_LEAF,
@@ -125,6 +129,12 @@ def from_spec(cluster_spec, nodes_per_leaf: int | None = None) -> SchedCluster:
 
 
 NODE_LIST_COLUMNS = ("sn", "gpu", "model")
+MAX_GPUS_PER_NODE = 1024
+"""Most GPUs one node-list row may declare (beyond any real node; ``4294967296`` is out of range)."""
+MAX_NODE_CPU_MILLI = 10**9
+"""Most CPU milli-cores per node (a million cores)."""
+MAX_NODE_MEMORY_MIB = 10**10
+"""Most memory per node, MiB (about 10 PiB)."""
 
 
 def from_node_list(path: str | Path, *, nodes_per_leaf: int = DEFAULT_NODES_PER_LEAF,
@@ -133,44 +143,57 @@ def from_node_list(path: str | Path, *, nodes_per_leaf: int = DEFAULT_NODES_PER_
 
     The trace does not publish the network, so leaves are ``nodes_per_leaf`` consecutive nodes in file
     order. Nodes without GPUs are dropped unless ``include_cpu_nodes``. CPU and memory capacities are kept
-    (pods need them too).
+    (pods need them too). Rows that cannot be used (wrong field count, broken quote, a number that is not
+    finite or out of range) are rejected and counted by cause in ``skipped_rows``.
     """
+    from collections import Counter
+
+    from clustertwin.sched import parse
+
     p = Path(path)
     if nodes_per_leaf < 1:
         raise SpecError("nodes_per_leaf must be >= 1")
-    if not p.exists():
-        raise SpecError(f"node list not found: {p}")
+    text = parse.read_lines(p, "node list")
+    try:
+        cols = [c.strip() for c in parse.split_record(text[0])] if text else []
+    except parse.Damaged as d:
+        raise SpecError(f"node list header: {d}", file=str(p)) from None
+    missing = [c for c in NODE_LIST_COLUMNS if c not in cols]
+    if missing:
+        raise SpecError(f"node list lacks columns {missing}; expected sn,cpu_milli,memory_mib,gpu,model",
+                        file=str(p))
+    has_res = {"cpu_milli", "memory_mib"} <= set(cols)
     names: list[str] = []
     gpus: list[int] = []
     models: list[str] = []
     cpus: list[int] = []
     mems: list[int] = []
-    with p.open(newline="") as fh:
-        reader = csv.DictReader(fh)
-        missing = [c for c in NODE_LIST_COLUMNS if c not in (reader.fieldnames or [])]
-        if missing:
-            raise SpecError(f"node list lacks columns {missing}; expected sn,cpu_milli,memory_mib,gpu,model",
-                            file=str(p))
-        has_res = {"cpu_milli", "memory_mib"} <= set(reader.fieldnames or [])
-        for line_no, row in enumerate(reader, start=2):
-            try:
-                g = int(row["gpu"])
-                cpu = int(float(row["cpu_milli"])) if has_res else 0
-                mem = int(float(row["memory_mib"])) if has_res else 0
-            except (TypeError, ValueError):
-                raise SpecError(f"line {line_no}: gpu, cpu_milli and memory_mib must be numbers",
-                                file=str(p)) from None
-            if g < 0:
-                raise SpecError(f"line {line_no}: gpu must be >= 0", file=str(p))
-            if g == 0 and not include_cpu_nodes:
-                continue
-            names.append(row["sn"])
-            gpus.append(g)
-            cpus.append(cpu)
-            mems.append(mem)
-            models.append((row.get("model") or "").strip() or "unknown")
+    skipped: Counter = Counter()
+    first_bad = ""
+    for line_no, rec, damage in parse.records(text, 1):
+        try:
+            if damage is not None:
+                raise damage
+            if len(rec) != len(cols):
+                raise parse.Damaged(parse.FIELD_COUNT, f"expected {len(cols)} fields, got {len(rec)}")
+            row = dict(zip(cols, rec, strict=True))
+            g = parse.count(row["gpu"], "gpu", lo=0, hi=MAX_GPUS_PER_NODE)
+            cpu = parse.count(row["cpu_milli"], "cpu_milli", hi=MAX_NODE_CPU_MILLI) if has_res else 0
+            mem = parse.count(row["memory_mib"], "memory_mib", hi=MAX_NODE_MEMORY_MIB) if has_res else 0
+        except parse.Damaged as d:
+            skipped[d.cause] += 1
+            first_bad = first_bad or f"line {line_no}: {d}"
+            continue
+        if g == 0 and not include_cpu_nodes:
+            continue
+        names.append(row["sn"])
+        gpus.append(g)
+        cpus.append(cpu)
+        mems.append(mem)
+        models.append((row.get("model") or "").strip() or "unknown")
     if not gpus:
-        raise SpecError("node list holds no GPU nodes", file=str(p))
+        why = f" ({sum(skipped.values())} rows rejected, first: {first_bad})" if skipped else ""
+        raise SpecError(f"node list holds no GPU nodes{why}", file=str(p))
     table = tuple(sorted(set(models)))
     code = {m: i for i, m in enumerate(table)}
     return SchedCluster(
@@ -182,4 +205,5 @@ def from_node_list(path: str | Path, *, nodes_per_leaf: int = DEFAULT_NODES_PER_
         node_names=tuple(names),
         cpu_milli=np.array(cpus, dtype=np.int64) if has_res else None,
         memory_mib=np.array(mems, dtype=np.int64) if has_res else None,
+        skipped_rows=tuple(sorted(skipped.items())),
     )

@@ -34,59 +34,25 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from clustertwin.errors import SpecError, did_you_mean
+from clustertwin.errors import SpecError
 from clustertwin.sched.cluster import SchedCluster
 from clustertwin.sched.failures import FailureEvents
 from clustertwin.sched.jobs import MILLI_PER_GPU, JobTable
 from clustertwin.sched.placement import Placer, WorkloadShapes
+from clustertwin.sched.policy import (  # noqa: F401  (re-exported)
+    ORDERS,
+    POLICIES,
+    SLURM_PRIORITY_DECAY_HALF_LIFE_S,
+    SLURM_PRIORITY_MAX_AGE_S,
+    MultifactorWeights,
+    Policy,
+    get_policy,
+)
+from clustertwin.sched.quota import QuotaLayout, QuotaState
 from clustertwin.sched.state import Allocation, ClusterState, Projection, Request
-from clustertwin.units import DAY_S
 
-
-@dataclass(frozen=True)
-class Policy:
-    """A queue order plus whether EASY backfill and priority preemption are on."""
-
-    name: str
-    order: str
-    backfill: bool
-    preempt: bool = False
-
-
-POLICIES: dict[str, Policy] = {
-    "fifo": Policy("fifo", "fifo", backfill=False),
-    "sjf": Policy("sjf", "sjf", backfill=False),
-    "backfill": Policy("backfill", "fifo", backfill=True),
-    "sjf-backfill": Policy("sjf-backfill", "sjf", backfill=True),
-    "multifactor": Policy("multifactor", "multifactor", backfill=True),
-    "priority-preempt": Policy("priority-preempt", "priority", backfill=True, preempt=True),
-}
-ORDERS = ("fifo", "sjf", "priority", "multifactor")
-
-
-def get_policy(name: str) -> Policy:
-    if name not in POLICIES:
-        raise SpecError(f"unknown policy '{name}'{did_you_mean(name, POLICIES)}; choose from {', '.join(POLICIES)}")
-    return POLICIES[name]
-
-
-SLURM_PRIORITY_MAX_AGE_S = 7 * DAY_S
-"""Slurm ``PriorityMaxAge`` default (7-0): age factor saturates after 7 days of waiting."""
-SLURM_PRIORITY_DECAY_HALF_LIFE_S = 7 * DAY_S
-"""Slurm ``PriorityDecayHalfLife`` default (7-0): usage half-life for fair-share."""
-
-
-@dataclass(frozen=True)
-class MultifactorWeights:
-    """Weights of the multifactor priority. Slurm's shipped weights are all 0 (sites set them); these
-    defaults make fair-share and QoS dominate age and size, a common site choice (assumption)."""
-
-    age: float = 1000.0
-    fairshare: float = 10000.0
-    job_size: float = 1000.0
-    qos: float = 10000.0
-    max_age_s: float = SLURM_PRIORITY_MAX_AGE_S
-    half_life_s: float = SLURM_PRIORITY_DECAY_HALF_LIFE_S
+MAX_REQUEUES_DEFAULT = 100_000
+"""Requeue events (failures and preemptions) after which a run stops with a message (``--max-requeues``)."""
 
 
 DEFAULT_BACKFILL_WINDOW = 100
@@ -98,28 +64,33 @@ class SimConfig:
     policy: Policy
     placement: str = "first-fit"
     backfill_window: int = DEFAULT_BACKFILL_WINDOW
-    weights: MultifactorWeights = MultifactorWeights()
+    weights: MultifactorWeights = MultifactorWeights()  # noqa: RUF009 (frozen, immutable)
     requeue_on_failure: bool = True
     record_allocations: bool = False
     """Keep every (job, start, end, nodes, milli) for invariant checks."""
     fragmentation_sample_s: float = 0.0
     """Evaluate fragmented GPUs at most once per this much simulated time (0: at every event), holding
     the last value in between, as a metrics scrape would."""
+    quotas: QuotaLayout | None = None
+    """Team quotas (fixed shares or a Kueue-style cohort); None: one shared pool."""
+    max_requeues: int = MAX_REQUEUES_DEFAULT
 
     def __post_init__(self) -> None:
         if self.backfill_window < 0:
             raise SpecError("backfill_window must be >= 0")
-        if self.fragmentation_sample_s < 0:
-            raise SpecError("fragmentation_sample_s must be >= 0")
-        if self.policy.order not in ORDERS:
-            raise SpecError(f"unknown queue order '{self.policy.order}'")
+        if not math.isfinite(self.fragmentation_sample_s) or self.fragmentation_sample_s < 0:
+            raise SpecError("fragmentation_sample_s must be a finite number >= 0")
+        if self.max_requeues < 0:
+            raise SpecError("max_requeues must be >= 0")
 
 
 _NEVER = 1 << 62
 
-# job states
-PENDING, QUEUED, RUNNING, COMPLETED, KILLED = 0, 1, 2, 3, 4
-STATE_NAMES = {PENDING: "pending", QUEUED: "queued", RUNNING: "running", COMPLETED: "completed", KILLED: "killed"}
+# job states; every submitted job ends a run in exactly one of queued, running, completed, killed and
+# unschedulable (larger than the cluster, or than its team's quota can ever admit)
+PENDING, QUEUED, RUNNING, COMPLETED, KILLED, UNSCHEDULABLE = 0, 1, 2, 3, 4, 5
+STATE_NAMES = {PENDING: "pending", QUEUED: "queued", RUNNING: "running", COMPLETED: "completed", KILLED: "killed",
+               UNSCHEDULABLE: "unschedulable"}
 
 # event kinds, in processing order at equal times
 _END, _REPAIR, _FAIL = 0, 1, 2
@@ -148,6 +119,9 @@ class SimResult:
     timeline_running: np.ndarray
     timeline_queued: np.ndarray
     timeline_fragmented_gpus: np.ndarray
+    timeline_work_gpus: np.ndarray | None = None
+    """GPUs doing work: allocated GPUs x each job's own GPU utilisation (allocation where unknown)."""
+    unschedulable_causes: dict[str, int] = field(default_factory=dict)
     first_reservation_s: dict[int, float] = field(default_factory=dict)
     allocations: list[tuple[int, float, float, np.ndarray, np.ndarray]] = field(default_factory=list)
 
@@ -156,7 +130,10 @@ class Simulator:
     """One run of one policy over one job table; use :func:`simulate`."""
 
     def __init__(self, cluster: SchedCluster, jobs: JobTable, config: SimConfig,
-                 failures: FailureEvents | None = None) -> None:
+                 failures: FailureEvents | None = None, *, runtime_extra_s: np.ndarray | None = None,
+                 accept: np.ndarray | None = None) -> None:
+        """``runtime_extra_s``: seconds added to each job's runtime and limit on this cluster (a federation's
+        WAN transfer); ``accept``: jobs this cluster takes (a federation member), default all."""
         self.cluster = cluster
         self.jobs = jobs
         self.cfg = config
@@ -171,8 +148,25 @@ class Simulator:
         n = len(jobs)
         self.n = n
         self.requests = self._requests()
-        self.runtime = np.minimum(jobs.runtime_s, jobs.limit_s)
-        self.timeout = jobs.runtime_s > jobs.limit_s
+        extra = np.zeros(n) if runtime_extra_s is None else np.asarray(runtime_extra_s, dtype=float)
+        self.limit_s = jobs.limit_s + extra
+        self.runtime = np.minimum(jobs.runtime_s + extra, self.limit_s)
+        self.timeout = jobs.runtime_s + extra > self.limit_s
+        self.accept = np.ones(n, dtype=bool) if accept is None else np.asarray(accept, dtype=bool)
+        self.order = config.policy.order
+        self.dynamic = self.order.dynamic
+        util = jobs.gpu_util
+        self.work_frac = np.where(np.isfinite(util), util, 1.0)
+        self.held_work = 0.0
+        self.quota = QuotaState(config.quotas) if config.quotas is not None else None
+        if self.quota is not None:
+            k = len(config.quotas.teams)
+            self.team_queued = np.zeros(k, dtype=np.int64)
+            self.team_min_gpus = np.full(k, np.inf)
+            np.minimum.at(self.team_min_gpus, config.quotas.team_of_job, jobs.total_gpus)
+        self.total_gpus_list: list[float] = jobs.total_gpus.tolist()
+        self.on_start: Callable[[int], None] | None = None
+        self.total_requeues = 0
         self.job_state = np.full(n, PENDING, dtype=np.int64)
         self.first_start = np.full(n, np.nan)
         self.start = np.full(n, np.nan)
@@ -194,12 +188,19 @@ class Simulator:
         self.allocations: list[tuple[int, float, float, np.ndarray, np.ndarray]] = []
         self._open_alloc: dict[int, tuple[float, np.ndarray, np.ndarray]] = {}
         # queue: sorted list of ranks (static orders) or of job ids (multifactor)
-        self.rank, self.job_of_rank = self._ranks()
+        self.rank, self.job_of_rank = self.order.rank(jobs)
         self.job_of_rank_list: list[int] = self.job_of_rank.tolist()
-        self.limit_list: list[float] = jobs.limit_s.tolist()
+        self.limit_list: list[float] = self.limit_s.tolist()
         self.queue: list[int] = []
-        self.user_usage = np.zeros(len(jobs.users) or 1)
-        self.user_running_gpus = np.zeros(len(jobs.users) or 1)
+        # fair-share accounts: teams when a quota layout names them, else users
+        if config.quotas is not None:
+            self.account_of = config.quotas.team_of_job
+            self.accounts = len(config.quotas.teams)
+        else:
+            self.account_of = jobs.user
+            self.accounts = len(jobs.users)
+        self.account_usage = np.zeros(self.accounts or 1)
+        self.account_running_gpus = np.zeros(self.accounts or 1)
         self.usage_t = 0.0
         self.max_priority = max(int(jobs.priority.max()) if n else 0, 1)
         self.unschedulable = self._unschedulable()
@@ -208,10 +209,15 @@ class Simulator:
         self.tl_run: list[int] = []
         self.tl_queue: list[int] = []
         self.tl_frag: list[float] = []
+        self.tl_work: list[float] = []
         self.frag_t = -math.inf
         self.frag_value = 0.0
         self.stop_version = 0
-        self._reservation: tuple[int, int, float, Projection] | None = None
+        # the head's reservation, kept up to date incrementally: [head, projection, keys of the running
+        # jobs released in it (a prefix of self.running)]; dropped when a node changes or a job starts
+        # outside backfill
+        self._res: list | None = None
+        self._in_backfill = False
         kinds = {"whole": 0, "share": 1, "spread": 2}
         self.req_kind = np.array([kinds[r.kind] for r in self.requests], dtype=np.int64)
         self.req_g = np.array([r.g for r in self.requests], dtype=np.int64)
@@ -257,18 +263,23 @@ class Simulator:
                 out.append(Request("whole", int(g), 0, max(units, 1), elig, cpu, mem))
         return out
 
-    def _ranks(self) -> tuple[np.ndarray, np.ndarray]:
-        jobs, n = self.jobs, self.n
-        idx = np.arange(n)
-        if self.policy.order == "sjf":
-            order = np.lexsort((idx, jobs.submit_s, jobs.limit_s))
-        elif self.policy.order == "priority":
-            order = np.lexsort((idx, jobs.submit_s, -jobs.priority))
-        else:
-            order = idx
-        rank = np.empty(n, dtype=np.int64)
-        rank[order] = idx
-        return rank, order
+    def unschedulable_causes(self) -> dict[str, int]:
+        """Why the unschedulable jobs can never start, counted by cause."""
+        out: dict[str, int] = {}
+        total = self.cluster.total_gpus
+        gpus = self.jobs.total_gpus
+        for j in np.flatnonzero(self.unschedulable).tolist():
+            req = self.requests[j]
+            if gpus[j] > total:
+                cause = "more GPUs than the cluster"
+            elif not req.eligible.any():
+                cause = "no node of an allowed GPU model"
+            elif self.quota is not None and self.quota.never_admits(j, float(gpus[j])):
+                cause = "more GPUs than its team's quota can hold"
+            else:
+                cause = "no node (or set of nodes) fits its shape, CPU or memory"
+            out[cause] = out.get(cause, 0) + 1
+        return dict(sorted(out.items()))
 
     def _unschedulable(self) -> np.ndarray:
         empty = ClusterState(self.cluster)
@@ -281,6 +292,9 @@ class Simulator:
                 ok = empty.fits(r)
                 cache[key] = ok
             out[j] = not ok
+        if self.quota is not None:
+            gpus = self.jobs.total_gpus
+            out |= np.array([self.quota.never_admits(j, float(gpus[j])) for j in range(self.n)], dtype=bool)
         return out
 
     # ------------------------------------------------------------------ events
@@ -289,61 +303,105 @@ class Simulator:
         heapq.heappush(self.heap, (t, kind, self.seq, a, b))
 
     def run(self, progress: Callable[[int], None] | None = None) -> SimResult:
-        jobs, n = self.jobs, self.n
+        self.begin()
+        report_every = max(self.n // 100, 1)
+        last = -1
+        while True:
+            t = self.next_time()
+            if t == math.inf:
+                break
+            self.advance(t)
+            self.arrive(t)
+            self.schedule(t)
+            if progress is not None and self.ptr // report_every != last:
+                last = self.ptr // report_every
+                progress(self.ptr)
+        if progress is not None:
+            progress(self.n)
+        return self._result()
+
+    # step API (a federation drives several simulators in lock-step)
+    def begin(self) -> None:
         fe = self.failures
         for i in range(len(fe)):
             self._push(float(fe.fail_s[i]), _FAIL, int(fe.node[i]), i)
-        ptr = 0
-        submit = jobs.submit_s
-        report_every = max(n // 100, 1)
-        while ptr < n or self.heap:
-            t = min(submit[ptr] if ptr < n else math.inf, self.heap[0][0] if self.heap else math.inf)
-            self._accrue(t)
-            while self.heap and self.heap[0][0] <= t:
-                _, kind, _, a, b = heapq.heappop(self.heap)
-                if kind == _END:
-                    self._on_end(a, b, t)
-                elif kind == _REPAIR:
-                    self.state.set_up(a)
-                    self.stop_version += 1
+        self.ptr = 0
+        self.submit_list: list[float] = self.jobs.submit_s.tolist()
+
+    def next_time(self) -> float:
+        nxt = self.submit_list[self.ptr] if self.ptr < self.n else math.inf
+        return min(nxt, self.heap[0][0]) if self.heap else nxt
+
+    def advance(self, t: float) -> None:
+        """Apply every event due at or before ``t`` (job ends, repairs, failures)."""
+        self._accrue(t)
+        heap = self.heap
+        while heap and heap[0][0] <= t:
+            _, kind, _, a, b = heapq.heappop(heap)
+            if kind == _END:
+                self._on_end(a, b, t)
+            elif kind == _REPAIR:
+                self.state.set_up(a)
+                self._res = None
+                self.stop_version += 1
+            else:
+                self._on_fail(a, b, t)
+
+    def arrive(self, t: float) -> None:
+        """Submit every job due at or before ``t``."""
+        sub = self.submit_list
+        n = self.n
+        while self.ptr < n and sub[self.ptr] <= t:
+            j = self.ptr
+            if self.accept[j]:
+                if self.unschedulable[j]:
+                    self.job_state[j] = UNSCHEDULABLE
                 else:
-                    self._on_fail(a, b, t)
-            while ptr < n and submit[ptr] <= t:
-                if self.unschedulable[ptr]:
-                    self.job_state[ptr] = QUEUED
-                else:
-                    self._enqueue(ptr)
-                if progress is not None and ptr % report_every == 0:
-                    progress(ptr)
-                ptr += 1
-            self._pass(t)
-            self._record(t)
-        if progress is not None:
-            progress(n)
-        return self._result()
+                    self._enqueue(j)
+            self.ptr += 1
+
+    def schedule(self, t: float) -> None:
+        self._pass(t)
+        self._record(t)
+
+    def withdraw(self, j: int) -> None:
+        """Take queued job ``j`` out of this cluster's queue (it started elsewhere in a federation)."""
+        if self.job_state[j] != QUEUED:
+            return
+        if self.dynamic:
+            self.queue.remove(j)
+        else:
+            r = int(self.rank[j])
+            i = bisect.bisect_left(self.queue, r)
+            del self.queue[i]
+        self.job_state[j] = PENDING
 
     def _enqueue(self, j: int) -> None:
         self.job_state[j] = QUEUED
-        if self.policy.order == "multifactor":
+        if self.quota is not None:
+            self.team_queued[self.quota.team[j]] += 1
+        if self.dynamic:
             self.queue.append(j)
         else:
             bisect.insort(self.queue, int(self.rank[j]))
 
     def _job(self, q: int) -> int:
-        return q if self.policy.order == "multifactor" else self.job_of_rank_list[q]
+        return q if self.dynamic else self.job_of_rank_list[q]
 
     def _accrue(self, t: float) -> None:
         """Fair-share usage: decay by 2**(-dt / half_life), add running GPU-seconds."""
         dt = t - self.usage_t
-        if dt <= 0 or self.policy.order != "multifactor":
+        if dt <= 0 or not self.dynamic:
             self.usage_t = max(self.usage_t, t)
             return
         decay = 2.0 ** (-dt / self.cfg.weights.half_life_s)
-        self.user_usage = self.user_usage * decay + self.user_running_gpus * dt
+        self.account_usage = self.account_usage * decay + self.account_running_gpus * dt
         self.usage_t = t
 
     # ------------------------------------------------------------------ start / stop
     def _start(self, j: int, alloc: Allocation, t: float) -> None:
+        if not self._in_backfill:
+            self._res = None
         self.state.apply(alloc, -1)
         self.alloc[j] = alloc
         self.job_state[j] = RUNNING
@@ -354,7 +412,7 @@ class Simulator:
         # elastic jobs started on fewer GPUs take proportionally longer (fixed GPU-seconds of work)
         scale = float(self.jobs.total_gpus[j]) / alloc.gpus if self.jobs.min_gpus[j] > 0 else 1.0
         self._push(t + self.runtime[j] * scale, _END, j, int(self.epoch[j]))
-        key = (t + float(self.jobs.limit_s[j]) * scale, self.seq, j)
+        key = (t + self.limit_list[j] * scale, self.seq, j)
         bisect.insort(self.running, key)
         self.run_key[j] = key
         leaf = self.cluster.leaf
@@ -364,21 +422,42 @@ class Simulator:
             if leaf[nd] != first_leaf:
                 self.multi_leaf[j] = True
         self.held_milli += alloc.total_milli
-        self.user_running_gpus[self.jobs.user[j]] += alloc.gpus
+        self.held_work += alloc.gpus * self.work_frac[j]
+        self.account_running_gpus[self.account_of[j]] += alloc.gpus
+        if self.quota is not None:
+            self.quota.take(j, alloc.gpus)
+            self.team_queued[self.quota.team[j]] -= 1
         if self.cfg.record_allocations:
             self._open_alloc[j] = (t, alloc.nodes.copy(), alloc.milli.copy())
+        if self.on_start is not None:
+            self.on_start(j)
 
     def _stop(self, j: int, t: float) -> None:
         self.stop_version += 1
         alloc = self.alloc.pop(j)
-        self.state.apply(alloc, +1)
         key = self.run_key.pop(j)
+        res = self._res
+        release = False
+        if res is not None:
+            rel = res[2]
+            r = bisect.bisect_left(rel, key)
+            if r < len(rel) and rel[r] == key:
+                del rel[r]  # already free in the projection
+            else:
+                res[1].freeze(alloc.node_list)
+                release = True
+        self.state.apply(alloc, +1)
         i = bisect.bisect_left(self.running, key)
         del self.running[i]
+        if release:
+            self._res_release(alloc)
         for nd in alloc.node_list:
             self.node_jobs[nd].discard(j)
         self.held_milli -= alloc.total_milli
-        self.user_running_gpus[self.jobs.user[j]] -= alloc.gpus
+        self.held_work -= alloc.gpus * self.work_frac[j]
+        self.account_running_gpus[self.account_of[j]] -= alloc.gpus
+        if self.quota is not None:
+            self.quota.release(j, alloc.gpus)
         if self.cfg.record_allocations:
             t0, nodes, milli = self._open_alloc.pop(j)
             self.allocations.append((j, t0, t, nodes, milli))
@@ -399,6 +478,10 @@ class Simulator:
         self.epoch[j] += 1
         if requeue:
             self.requeues[j] += 1
+            self.total_requeues += 1
+            if self.total_requeues > self.cfg.max_requeues:
+                raise SpecError(f"more than {self.cfg.max_requeues:,} requeue events (failures and preemptions) "
+                                f"by t = {t:,.0f} s; raise --max-requeues or lower the failure rate")
             self._enqueue(j)
         else:
             self.job_state[j] = KILLED
@@ -409,45 +492,61 @@ class Simulator:
             self.failure_kills += 1
             self._kill(j, t, requeue=self.cfg.requeue_on_failure)
         self.state.set_down(node)
+        self._res = None
         self.stop_version += 1
         self._push(t + float(self.failures.repair_s[i]), _REPAIR, node)
 
     # ------------------------------------------------------------------ scheduling
-    def _order_multifactor(self, t: float) -> None:
-        w, jobs = self.cfg.weights, self.jobs
+    def _order_dynamic(self, t: float) -> None:
         q = np.array(self.queue, dtype=np.int64)
-        total = float(self.user_usage.sum())
-        share = 1.0 / max(len(jobs.users), 1)
-        usage = self.user_usage[jobs.user[q]] / total if total > 0 else np.zeros(len(q))
-        prio = (w.age * np.minimum((t - jobs.submit_s[q]) / w.max_age_s, 1.0)
-                + w.fairshare * 2.0 ** (-usage / share)
-                + w.job_size * jobs.total_gpus[q] / self.cluster.total_gpus
-                + w.qos * jobs.priority[q] / self.max_priority)
+        prio = self.order.priorities(t, q, self)
         self.queue = q[np.lexsort((q, -prio))].tolist()
 
     def _pass(self, t: float) -> None:
         if not self.queue:
             return
-        if self.policy.order == "multifactor":
-            self._order_multifactor(t)
-        q = self.queue
+        if self.dynamic:
+            self._order_dynamic(t)
+        quota = self.quota
         while True:
+            q = self.queue
             pos = 0
+            head = -1
+            skipped: list[int] = []
+            refused: dict[int, float] = {}  # team -> smallest size its quota refused in this pass
+            closed = 0  # teams refused at their smallest job size: none of their jobs can start
             while pos < len(q):
                 j = self._job(q[pos])
+                if quota is not None:
+                    team, g = int(quota.team[j]), self.total_gpus_list[j]
+                    if g >= refused.get(team, math.inf) or not quota.admits(j, g):
+                        if g < refused.get(team, math.inf):
+                            if refused.get(team, math.inf) > self.team_min_gpus[team] >= g:
+                                closed += 1
+                            refused[team] = g
+                        skipped.append(q[pos])  # best-effort FIFO: waits for its quota, blocks no one
+                        pos += 1
+                        if closed == int((self.team_queued > 0).sum()):
+                            break  # every team with waiting jobs is closed: the rest only waits
+                        continue
                 alloc = self.placer.place(self.state, self.requests[j])
                 if alloc is None and self.jobs.min_gpus[j] > 0:
                     alloc = self._shrink(j)
                 if alloc is None:
+                    head = len(skipped)
                     break
                 self._start(j, alloc, t)
                 pos += 1
-            del q[:pos]
-            if not q or not (self.policy.preempt and self._preempt_for(self._job(q[0]), t)):
+            if skipped:
+                q[:pos] = skipped
+            else:
+                del q[:pos]
+            if head < 0:
+                return
+            if not (self.policy.preempt and self._preempt_for(self._job(q[head]), t)):
                 break
-            q = self.queue  # preemption requeued jobs (same list object, re-sorted by insort)
-        if q and self.policy.backfill:
-            self._backfill(t)
+        if self.policy.backfill:
+            self._backfill(t, head)
 
     def _shrink(self, j: int) -> Allocation | None:
         """An elastic head that does not fit whole starts on the most GPUs that fit, down to its minimum."""
@@ -482,29 +581,46 @@ class Simulator:
         return True
 
     def _reserve(self, head: int, t: float) -> tuple[float, Projection]:
-        """The head's shadow time and the projected state then. Kept between passes while the head is
-        the same and no job has ended and no node changed (only arrivals and backfilled starts, which
-        update the projection themselves)."""
-        cached = self._reservation
-        if cached is not None and cached[0] == head and cached[1] == self.stop_version:
-            return cached[2], cached[3]
-        proj = Projection(self.state, self.requests[head])
-        shadow = math.inf
-        for end_by_limit, _, k in self.running:
-            proj.release(self.alloc[k])
-            if proj.fits:
-                shadow = max(end_by_limit, t)
-                break
-        self._reservation = (head, self.stop_version, shadow, proj)
-        return shadow, proj
+        """The head's shadow time (when it fits if running jobs end at their limits) and the projected
+        state then: the smallest prefix of the running jobs, by limit end, whose release lets it fit.
 
-    def _backfill(self, t: float) -> None:
+        Kept between passes while the head is the same: a job that ends early and was not in the prefix
+        is released in the projection and the prefix shrinks from its end while the head still fits
+        (so the shadow only moves earlier, exactly as a recomputation would place it); backfilled starts
+        update the projection themselves. A node failure or repair, or a start outside backfill, drops it."""
+        res = self._res
+        if res is None or res[0] != head:
+            proj = Projection(self.state, self.requests[head])
+            rel: list[tuple[float, int, int]] = []
+            for key in self.running:
+                proj.release(self.alloc[key[2]])
+                rel.append(key)
+                if proj.fits:
+                    break
+            res = self._res = [head, proj, rel]
+        proj, rel = res[1], res[2]
+        if not proj.fits:
+            return math.inf, proj
+        return (max(rel[-1][0], t) if rel else t), proj
+
+    def _res_release(self, alloc: Allocation) -> None:
+        """A job outside the reservation's prefix ended: free it in the projection, then give back the
+        prefix's last jobs while the head still fits without them."""
+        _, proj, rel = self._res
+        proj.release(alloc)
+        if proj.fits:  # (if the prefix was every running job and the head did not fit, it may now)
+            while rel and proj.take_if_still_fits(self.alloc[rel[-1][2]]):
+                rel.pop()
+
+    def _backfill(self, t: float, h: int = 0) -> None:
+        """EASY backfill behind the head at queue position ``h`` (jobs before it wait for quota)."""
         q = self.queue
-        head = self._job(q[0])
+        head = self._job(q[h])
         shadow, proj = self._reserve(head, t)
+        rel = self._res[2]
         self.first_reservation.setdefault(head, shadow)
-        last = min(len(q), self.cfg.backfill_window + 1)
-        if last <= 1:
+        last = min(len(q), h + self.cfg.backfill_window + 1)
+        if last <= h + 1:
             return
         st = self.state
         free_milli = int(st.tot.sum())
@@ -512,8 +628,8 @@ class Simulator:
             return
         # vectorised pre-filter: a job that cannot fit the whole free pool, the largest free node or the
         # largest free share now never fits during this pass (the state only shrinks)
-        ranks = np.array(q[1:last], dtype=np.int64)
-        cand = ranks if self.policy.order == "multifactor" else self.job_of_rank[ranks]
+        ranks = np.array(q[h + 1:last], dtype=np.int64)
+        cand = ranks if self.dynamic else self.job_of_rank[ranks]
         kind = self.req_kind[cand]
         g = self.req_g[cand]
         ok = (self.req_milli[cand] <= free_milli) & np.where(
@@ -527,8 +643,12 @@ class Simulator:
         no_fit: dict[tuple, int] = {}
         refused: set[tuple] = set()
         limit = self.limit_list
+        quota = self.quota
+        total_gpus = self.total_gpus_list
         for i in np.flatnonzero(ok).tolist():
             j = int(cand[i])
+            if quota is not None and not quota.admits(j, total_gpus[j]):
+                continue
             req = self.requests[j]
             if req.total_milli > free_milli:
                 continue
@@ -547,10 +667,14 @@ class Simulator:
             elif not proj.take_if_still_fits(alloc):
                 refused.add((family, req.g))
                 continue
+            self._in_backfill = True
             self._start(j, alloc, t)
+            self._in_backfill = False
+            if short:
+                bisect.insort(rel, self.run_key[j])  # free again by the shadow time
             free_milli -= alloc.total_milli
             refused.clear()
-            started.append(i + 1)
+            started.append(h + 1 + i)
             if free_milli <= 0:
                 break
         for pos in reversed(started):
@@ -562,6 +686,7 @@ class Simulator:
         self.tl_alloc.append(self.held_milli / MILLI_PER_GPU)
         self.tl_run.append(len(self.alloc))
         self.tl_queue.append(len(self.queue))
+        self.tl_work.append(self.held_work)
         if t - self.frag_t >= self.cfg.fragmentation_sample_s or not self.tl_frag:
             self.frag_value = self._fragmented_milli() / MILLI_PER_GPU
             self.frag_t = t
@@ -570,7 +695,7 @@ class Simulator:
     def _window(self) -> np.ndarray:
         """Job ids of the head and the backfill window."""
         ranks = np.array(self.queue[: self.cfg.backfill_window + 1], dtype=np.int64)
-        return ranks if self.policy.order == "multifactor" else self.job_of_rank[ranks]
+        return ranks if self.dynamic else self.job_of_rank[ranks]
 
     def _fragmented_milli(self) -> int:
         """Free capacity no job in the queue window can use: wholly free GPUs on nodes where no queued
@@ -624,6 +749,8 @@ class Simulator:
             timeline_running=np.array(self.tl_run, dtype=np.int64),
             timeline_queued=np.array(self.tl_queue, dtype=np.int64),
             timeline_fragmented_gpus=np.array(self.tl_frag),
+            timeline_work_gpus=np.array(self.tl_work),
+            unschedulable_causes=self.unschedulable_causes(),
             first_reservation_s=self.first_reservation,
             allocations=self.allocations,
         )
@@ -633,11 +760,13 @@ def simulate(cluster: SchedCluster, jobs: JobTable, policy: str | Policy = "back
              placement: str = "first-fit", failures: FailureEvents | None = None,
              backfill_window: int = DEFAULT_BACKFILL_WINDOW, weights: MultifactorWeights | None = None,
              requeue_on_failure: bool = True, record_allocations: bool = False,
-             fragmentation_sample_s: float = 0.0,
+             fragmentation_sample_s: float = 0.0, quotas: QuotaLayout | None = None,
+             max_requeues: int = MAX_REQUEUES_DEFAULT,
              progress: Callable[[int], None] | None = None) -> SimResult:
     """Replay ``jobs`` on ``cluster`` under ``policy`` with ``placement``; see the module docstring."""
     pol = get_policy(policy) if isinstance(policy, str) else policy
     cfg = SimConfig(policy=pol, placement=placement, backfill_window=backfill_window,
                     weights=weights or MultifactorWeights(), requeue_on_failure=requeue_on_failure,
-                    record_allocations=record_allocations, fragmentation_sample_s=fragmentation_sample_s)
+                    record_allocations=record_allocations, fragmentation_sample_s=fragmentation_sample_s,
+                    quotas=quotas, max_requeues=max_requeues)
     return Simulator(cluster, jobs, cfg, failures).run(progress)

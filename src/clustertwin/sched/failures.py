@@ -53,6 +53,9 @@ class FailureEvents:
         return cls(np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0))
 
 
+MAX_FAILURE_EVENTS = 2_000_000
+"""Most failure events generated without an explicit override (``--max-failure-events``)."""
+
 DEFAULT_NIC_PORTS_PER_NODE = 8
 """Compute NIC ports per node assumed when asking the reliability model for a node's failure rate
 (8 x 400G, as DGX/HGX H100 nodes)."""
@@ -75,12 +78,19 @@ def reliability_node_mtbf_h(gpus_per_node: np.ndarray,
 
 
 def exponential_failures(nodes: int, horizon_s: float, *, mtbf_h: float | np.ndarray = DEFAULT_NODE_MTBF_H,
-                         mttr_h: float = DEFAULT_NODE_MTTR_H, seed: int = 0) -> FailureEvents:
+                         mttr_h: float = DEFAULT_NODE_MTTR_H, seed: int = 0,
+                         max_events: int = 0) -> FailureEvents:
     """Failures of ``nodes`` nodes over ``[0, horizon_s)``: time to failure ~ Exp(mean ``mtbf_h``, one value
     or one per node), repair ~ Exp(mean ``mttr_h``), independent per node, seeded."""
     mtbf = np.broadcast_to(np.asarray(mtbf_h, dtype=float), (nodes,)) if nodes >= 1 else np.zeros(0)
-    if nodes < 1 or horizon_s <= 0 or np.any(mtbf <= 0) or mttr_h <= 0:
-        raise SpecError("failure generator needs nodes >= 1 and positive horizon, MTBF and MTTR")
+    if (nodes < 1 or not np.isfinite(horizon_s) or horizon_s <= 0 or np.any(~np.isfinite(mtbf))
+            or np.any(mtbf <= 0) or not np.isfinite(mttr_h) or mttr_h <= 0):
+        raise SpecError("failure generator needs nodes >= 1 and finite, positive horizon, MTBF and MTTR")
+    cap = max_events or MAX_FAILURE_EVENTS
+    expected = float(np.sum(horizon_s / (mtbf * HOUR_S)))
+    if expected > cap:
+        raise SpecError(f"about {expected:,.0f} node failures expected over the {horizon_s:,.0f} s horizon, more "
+                        f"than the cap of {cap:,}; raise the MTBF, shorten the trace or pass --max-failure-events")
     rng = np.random.default_rng(seed)
     mttr_s = mttr_h * HOUR_S
     node_l: list[int] = []

@@ -25,6 +25,8 @@ from clustertwin.sched.state import ClusterState
 
 _GPU_EPS = 1e-9
 """Tolerance when comparing summed fractional GPU demands with a load point."""
+MAX_LOAD = 100.0
+"""Largest arrived demand, as a fraction of capacity, a fill may report at (bounds the arrival sample)."""
 DEFAULT_LOADS = (0.5, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2)
 """Arrived demand as a fraction of GPU capacity at which to report (FGD plots 0-130 %)."""
 
@@ -70,8 +72,8 @@ def fill(cluster: SchedCluster, jobs: JobTable, placement: str, *, loads: Sequen
          seed: int = 0, progress: Callable[[int], None] | None = None) -> FillResult:
     """Run the fill experiment for one placement (see the module docstring)."""
     loads = tuple(sorted(float(x) for x in loads))
-    if not loads or loads[0] <= 0:
-        raise SpecError("fill loads must be positive fractions of capacity")
+    if not loads or loads[0] <= 0 or not np.isfinite(loads[-1]) or loads[-1] > MAX_LOAD:
+        raise SpecError(f"fill loads must be finite fractions of capacity in (0, {MAX_LOAD:g}]")
     cap = cluster.total_gpus
     order = arrival_order(jobs, cap, loads[-1], seed)
     # requests (eligibility, spread/whole/share) exactly as the engine builds them

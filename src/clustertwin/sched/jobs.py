@@ -48,14 +48,22 @@ class JobTable:
     """Elastic jobs: the fewest GPUs the job accepts (0 = rigid). An elastic job (whole GPUs, no unit
     count) may start on ``g' < gpus_per_unit`` GPUs, and then runs ``runtime x gpus_per_unit / g'``: its
     work in GPU-seconds is fixed (linear speed-up)."""
+    gpu_util: np.ndarray | None = None
+    """The job's own mean GPU utilisation in [0, 1] (NaN: the trace does not say); work utilisation is
+    allocation x this."""
 
     def __post_init__(self) -> None:
         n = len(self.ids)
         for name in ("cpu_milli", "memory_mib", "min_gpus"):
             if getattr(self, name) is None:
                 object.__setattr__(self, name, np.zeros(n, dtype=np.int64))
+        if self.gpu_util is None:
+            object.__setattr__(self, "gpu_util", np.full(n, np.nan))
+        util = self.gpu_util
+        if n and np.any(np.isfinite(util) & ((util < 0) | (util > 1))):
+            raise SpecError("job GPU utilisation must be within [0, 1]")
         for name in ("submit_s", "runtime_s", "limit_s", "gpus_per_unit", "units", "user", "priority", "cpu_milli",
-                     "memory_mib", "min_gpus"):
+                     "memory_mib", "min_gpus", "gpu_util"):
             if len(getattr(self, name)) != n:
                 raise SpecError(f"job table column '{name}' has {len(getattr(self, name))} rows, expected {n}")
         if len(self.gpu_types) != n:
@@ -103,6 +111,7 @@ class JobTable:
             cpu_milli=self.cpu_milli[idx],
             memory_mib=self.memory_mib[idx],
             min_gpus=self.min_gpus[idx],
+            gpu_util=self.gpu_util[idx],
         )
 
 
@@ -175,6 +184,7 @@ def make_jobs(
     cpu_milli: Sequence[int] | np.ndarray | None = None,
     memory_mib: Sequence[int] | np.ndarray | None = None,
     min_gpus: Sequence[int] | np.ndarray | None = None,
+    gpu_util: Sequence[float] | np.ndarray | None = None,
     rebase: bool = False,
 ) -> JobTable:
     """Build a sorted :class:`JobTable`. A missing time limit defaults to the runtime (a perfect estimate,
@@ -209,6 +219,7 @@ def make_jobs(
         memory_mib=(np.zeros(n, dtype=np.int64) if memory_mib is None
                     else np.asarray(memory_mib, dtype=np.int64))[order],
         min_gpus=(np.zeros(n, dtype=np.int64) if min_gpus is None else np.asarray(min_gpus, dtype=np.int64))[order],
+        gpu_util=(np.full(n, np.nan) if gpu_util is None else np.asarray(gpu_util, dtype=float))[order],
     )
 
 
@@ -224,11 +235,14 @@ class TraceReport:
     malformed: int = 0
     malformed_examples: list[str] = field(default_factory=list)
     excluded: Counter = field(default_factory=Counter)
+    causes: Counter = field(default_factory=Counter)
+    """Malformed lines by cause (broken quote, wrong field count, bad number, out of range, ...)."""
 
     MAX_EXAMPLES = 5
 
-    def bad(self, line_no: int, reason: str) -> None:
+    def bad(self, line_no: int, reason: str, cause: str = "malformed") -> None:
         self.malformed += 1
+        self.causes[cause] += 1
         if len(self.malformed_examples) < self.MAX_EXAMPLES:
             self.malformed_examples.append(f"line {line_no}: {reason}")
 
@@ -240,6 +254,7 @@ class TraceReport:
             "jobs": self.jobs,
             "skipped_lines": self.malformed,
             "skipped_examples": list(self.malformed_examples),
+            "skipped_by_cause": dict(sorted(self.causes.items())),
             "excluded": dict(sorted(self.excluded.items())),
         }
 

@@ -13,8 +13,11 @@
 - ``multi_leaf_jobs``: jobs whose allocation spanned more than one leaf switch.
 - ``fairness_jain``: Jain's index ``(sum x)^2 / (n sum x^2)`` over users of their mean bounded slowdown
   (1 = every user is slowed down equally).
-- counts: ``completed``, ``killed`` (time limit or failure without requeue), ``queued`` (never started,
-  including ``unschedulable`` jobs larger than the cluster), ``requeued`` (requeue events).
+- ``work_utilization``: GPUs doing work, allocation x the job's own GPU utilisation (``JobTable.gpu_util``;
+  allocation where the trace does not say), over the same window.
+- counts: ``submitted`` = ``completed`` + ``killed`` (time limit or failure without requeue) + ``queued``
+  (waiting at the end) + ``running`` (still running at the end, a federation's horizon) +
+  ``unschedulable`` (can never fit the cluster or its team's quota); ``requeued`` (requeue events).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from clustertwin.sched.engine import COMPLETED, KILLED, QUEUED, RUNNING, SimResult
+from clustertwin.sched.engine import COMPLETED, KILLED, QUEUED, RUNNING, UNSCHEDULABLE, SimResult
 
 BOUNDED_SLOWDOWN_TAU_S = 10.0
 """Threshold of bounded slowdown (Feitelson et al., 'Theory and Practice in Parallel Job Scheduling',
@@ -35,6 +38,9 @@ P99 = 99.0
 class Metrics:
     gpu_utilization: float
     gpu_utilization_makespan: float
+    work_utilization: float
+    """GPUs doing work (allocation x each job's own GPU utilisation) over the same window; equals
+    ``gpu_utilization`` when the trace carries no per-job utilisation."""
     avg_queue_s: float
     median_queue_s: float
     p99_queue_s: float
@@ -46,6 +52,7 @@ class Metrics:
     multi_leaf_jobs: int
     fairness_jain: float
     makespan_s: float
+    submitted: int
     completed: int
     killed: int
     queued: int
@@ -55,6 +62,8 @@ class Metrics:
     preempted: int
     failure_kills: int
     skipped_lines: int
+    unschedulable_by_cause: dict
+    """Unschedulable jobs by cause (more GPUs than the cluster, no node of an allowed model, ...)."""
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -104,10 +113,13 @@ def compute(res: SimResult, *, skipped_lines: int = 0) -> Metrics:
     window_end = last_submit if len(t) and last_submit > t[0] else None
     util = time_average(t, res.timeline_alloc_gpus, window_end) / res.cluster_gpus
     util_all = time_average(t, res.timeline_alloc_gpus) / res.cluster_gpus
+    work_tl = res.timeline_work_gpus if res.timeline_work_gpus is not None else res.timeline_alloc_gpus
+    work = time_average(t, work_tl, window_end) / res.cluster_gpus
     span = float(t[-1] - jobs.submit_s[0]) if len(t) and len(jobs) else 0.0
     return Metrics(
         gpu_utilization=util,
         gpu_utilization_makespan=util_all,
+        work_utilization=work,
         avg_queue_s=_stat(wait, np.mean),
         median_queue_s=_stat(wait, np.median),
         p99_queue_s=_stat(wait, lambda v: np.percentile(v, P99)),
@@ -119,15 +131,17 @@ def compute(res: SimResult, *, skipped_lines: int = 0) -> Metrics:
         multi_leaf_jobs=int(res.multi_leaf.sum()),
         fairness_jain=jain(per_user),
         makespan_s=span,
+        submitted=len(jobs),
         completed=int(done.sum()),
         killed=int((res.state == KILLED).sum()),
         queued=int((res.state == QUEUED).sum()),
         running=int((res.state == RUNNING).sum()),
-        unschedulable=int(res.unschedulable.sum()),
+        unschedulable=int((res.state == UNSCHEDULABLE).sum()),
         requeued=int(res.requeues.sum()),
         preempted=res.preemptions,
         failure_kills=res.failure_kills,
         skipped_lines=skipped_lines,
+        unschedulable_by_cause=dict(res.unschedulable_causes),
     )
 
 

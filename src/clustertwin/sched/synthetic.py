@@ -12,6 +12,11 @@ Defaults follow published trace statistics (research/scheduling_anchors.md secti
   ``1 + amplitude x sin(2 pi t / day)``, drawn by thinning.
 - time limits: runtime x U(1, ``limit_factor_max``): users over-request, never under-request.
 - users: ``users`` users drawn with Zipf-like weights ``1 / rank`` (a few heavy users).
+- teams (``teams > 1``): each job belongs to a team drawn with weights ``1 / rank**team_skew`` (a few teams
+  carry most of the demand, the case where fixed team shares strand GPUs); users are named
+  ``teamNN/userMMM`` (Slurm account / user), and :func:`team_of_jobs` reads the team back.
+- per-job GPU utilisation (``gpu_util_mean`` set): Beta with that mean and concentration
+  ``gpu_util_concentration`` (an assumption; no trace here publishes the per-job distribution).
 
 Jobs larger than a node ask for whole nodes (``units = gpus / gpus_per_node``) when the size divides.
 """
@@ -38,13 +43,17 @@ DEFAULT_GPU_MIX = {1: 0.70, 2: 0.10, 4: 0.10, 8: 0.07, 16: 0.02, 32: 0.007, 64: 
 a thin tail of multi-node jobs)."""
 MAX_RUNTIME_S = 30 * DAY_S
 """Longest synthetic job (30 days)."""
+MAX_SYNTHETIC_JOBS = 10_000_000
+"""Largest synthetic trace generated without an explicit override (about 1 GB of job arrays)."""
+MAX_GPUS_PER_JOB = 1 << 20
+"""Largest GPU count in a job mix."""
 
 
 class SyntheticSpec(Spec):
     """Parameters of the synthetic trace generator (YAML/JSON file for ``--format synthetic``)."""
 
     jobs: int = Field(1000, ge=1)
-    """Number of jobs."""
+    """Number of jobs (at most ``MAX_SYNTHETIC_JOBS`` unless the caller raises the cap)."""
     target_load: float = Field(0.9, gt=0)
     """Offered load: GPU-seconds asked per second over the cluster's GPUs."""
     cluster_gpus: int | None = Field(None, ge=1)
@@ -60,16 +69,24 @@ class SyntheticSpec(Spec):
     gpu_mix: dict[int, float] = Field(default_factory=lambda: dict(DEFAULT_GPU_MIX))
     """GPUs per job -> probability (normalised)."""
     limit_factor_max: float = Field(3.0, ge=1)
-    users: int = Field(50, ge=1)
-    seed: int = 0
+    users: int = Field(50, ge=1, le=1_000_000)
+    seed: int = Field(0, ge=0, lt=2**63)
+    teams: int = Field(1, ge=1, le=10_000)
+    team_skew: float = Field(1.0, ge=0, le=10)
+    gpu_util_mean: float | None = Field(None, gt=0, lt=1)
+    gpu_util_concentration: float = Field(4.0, gt=0, le=1e6)
 
     @model_validator(mode="after")
     def _check(self) -> SyntheticSpec:
         if self.mean_runtime_s < self.median_runtime_s:
             raise ValueError("mean_runtime_s must be >= median_runtime_s for a log-normal")
-        if not self.gpu_mix or any(g < 1 or p < 0 for g, p in self.gpu_mix.items()) or sum(
-                self.gpu_mix.values()) <= 0:
-            raise ValueError("gpu_mix needs GPU counts >= 1 with non-negative probabilities")
+        if not self.gpu_mix or any(not 1 <= g <= MAX_GPUS_PER_JOB or not math.isfinite(p) or p < 0
+                                   for g, p in self.gpu_mix.items()) or sum(self.gpu_mix.values()) <= 0:
+            raise ValueError(f"gpu_mix needs GPU counts 1-{MAX_GPUS_PER_JOB} with finite, non-negative "
+                             "probabilities (not all zero)")
+        for name in ("target_load", "median_runtime_s", "mean_runtime_s", "max_runtime_s", "limit_factor_max"):
+            if not math.isfinite(getattr(self, name)):
+                raise ValueError(f"{name} must be finite")
         return self
 
 
@@ -91,11 +108,15 @@ def capped_lognormal_mean(mu: float, sigma: float, cap: float) -> float:
             + cap * (1.0 - phi((lc - mu) / sigma)))
 
 
-def generate(spec: SyntheticSpec, cluster_gpus: int | None = None) -> JobTable:
-    """A seeded synthetic :class:`JobTable`."""
+def generate(spec: SyntheticSpec, cluster_gpus: int | None = None, *,
+             max_jobs: int = MAX_SYNTHETIC_JOBS) -> JobTable:
+    """A seeded synthetic :class:`JobTable`; more than ``max_jobs`` jobs is refused with a message."""
     gpus_total = spec.cluster_gpus or cluster_gpus
     if not gpus_total:
         raise SpecError("synthetic trace needs cluster_gpus (or a cluster to take it from)")
+    if spec.jobs > max_jobs:
+        raise SpecError(f"synthetic trace asks for {spec.jobs:,} jobs, more than the cap of {max_jobs:,}; "
+                        "pass --max-jobs N to generate only N (or raise the cap)")
     rng = np.random.default_rng(spec.seed)
     n = spec.jobs
     sizes = np.array(sorted(spec.gpu_mix), dtype=np.int64)
@@ -110,6 +131,15 @@ def generate(spec: SyntheticSpec, cluster_gpus: int | None = None) -> JobTable:
     submit = _arrivals(rng, n, rate, spec)
     weights = 1.0 / np.arange(1, spec.users + 1)
     user = rng.choice(spec.users, size=n, p=weights / weights.sum())
+    util = None
+    if spec.gpu_util_mean is not None:
+        a = spec.gpu_util_mean * spec.gpu_util_concentration
+        util = rng.beta(a, spec.gpu_util_concentration - a if spec.gpu_util_concentration > a else 1e-9, size=n)
+    names = [f"user{u:03d}" for u in user]
+    if spec.teams > 1:
+        tw = 1.0 / np.arange(1, spec.teams + 1) ** spec.team_skew
+        team = rng.choice(spec.teams, size=n, p=tw / tw.sum())
+        names = [f"team{k:02d}/{u}" for k, u in zip(team.tolist(), names, strict=True)]
     gpn = spec.gpus_per_node
     multi = (gpus > gpn) & (gpus % gpn == 0)
     units = np.where(multi, gpus // gpn, 0)
@@ -117,8 +147,18 @@ def generate(spec: SyntheticSpec, cluster_gpus: int | None = None) -> JobTable:
     width = len(str(n))
     return make_jobs(
         [f"syn-{i:0{width}d}" for i in range(n)], submit, runtime, per_unit, units=units, limit_s=limit,
-        users=[f"user{u:03d}" for u in user],
+        users=names, gpu_util=util,
     )
+
+
+def team_of_jobs(jobs: JobTable) -> tuple[tuple[str, ...], np.ndarray]:
+    """Teams (Slurm accounts) from ``team/user`` user names: ``(team names, team index of each job)``.
+    Users without a ``/`` are their own team."""
+    team_of_user = [u.split("/", 1)[0] for u in jobs.users]
+    names = tuple(sorted(set(team_of_user)))
+    code = {t: i for i, t in enumerate(names)}
+    per_user = np.array([code[t] for t in team_of_user], dtype=np.int64)
+    return names, per_user[jobs.user] if len(jobs) else np.zeros(0, dtype=np.int64)
 
 
 def _arrivals(rng: np.random.Generator, n: int, rate: float, spec: SyntheticSpec) -> np.ndarray:
