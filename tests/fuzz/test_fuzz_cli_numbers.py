@@ -76,8 +76,6 @@ def test_layout_flag_soup_is_one_line(words: list[str]) -> None:
         run("cli usage", *cmd, *words)
 
 
-@pytest.mark.xfail(strict=False, reason="issue 22 sched items (sched engineer): failure-event and requeue caps "
-                                        "(a tiny --node-mtbf-h on a real trace generates unbounded requeues)")
 @pytest.mark.parametrize("opt", ["--node-mtbf-h", "--node-mttr-h"])
 def test_sched_failure_rates(opt: str) -> None:
     """Failure options on the PAI 2023 sample: the CLI guard rejects NaN/inf/negatives (first values); tiny
