@@ -53,3 +53,13 @@ def test_missing_case_file_exits_2(tmp_path):
     res = run_cli("validate", str(tmp_path / "nope.yaml"))
     assert res.code == 2
     assert "nope.yaml" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_validate_with_no_argument_runs_every_shipped_file() -> None:
+    """`clustertwin validate` alone scores the repository's validation/ folder, with a per-file summary."""
+    import json
+
+    res = run_cli("validate", "--json", "-k", "reliability", "-k", "collective")
+    assert res.code == 0, res.stderr
+    by_file = json.loads(res.stdout)["summary"]["by_file"]
+    assert {"collective.yaml", "collective_tables.yaml", "reliability.yaml"} <= set(by_file)

@@ -25,6 +25,7 @@ EVALUATORS: dict[str, str] = {
     "train_run": "clustertwin.train.validation:evaluate_run",
     "infer": "clustertwin.infer.validation:evaluate",
     "reliability": "clustertwin.reliability.validation:evaluate",
+    "hpl": "clustertwin.hpc.validation:evaluate",
 }
 
 
@@ -117,7 +118,19 @@ def summarize(results: list[CaseResult]) -> dict[str, Any]:
     summary = _stats(results)
     kinds = sorted({r.kind for r in results})
     summary["by_kind"] = {k: _stats([r for r in results if r.kind == k]) for k in kinds}
+    files = sorted({r.file for r in results if r.file}, key=lambda f: Path(f).name)
+    summary["by_file"] = {Path(f).name: _stats([r for r in results if r.file == f]) for f in files}
     return summary
+
+
+def default_paths() -> list[Path]:
+    """The calibration cases ``clustertwin validate`` runs with no argument: ``./validation`` when it holds case
+    files, else the ``validation/`` folder of the source checkout this package runs from."""
+    for folder in (Path.cwd() / "validation", Path(__file__).resolve().parents[2] / "validation"):
+        if folder.is_dir() and any(folder.glob("*.yaml")):
+            return [folder]
+    raise SpecError("no validation/ folder here or beside the package; pass case files or directories",
+                    file="validation/")
 
 
 def run(paths: Iterable[str | Path], kinds: set[str] | None = None,

@@ -36,7 +36,7 @@ SCALE_UP_PER_DIRECTION_GB_PER_S: dict[str, float] = {
 }
 
 #: parts with NVLink SHARP through NVSwitch (Hopper and later)
-NVLS_GPUS = {"h100-sxm", "h200-sxm", "h800-sxm", "h20", "b200", "gb200"}
+NVLS_GPUS = {"h100-sxm", "h200-sxm", "h800-sxm", "h20", "b200", "gb200", "gh200", "h100-sxm-64gb"}
 
 #: parts without tensor/matrix units (no TF32/BF16/FP16-tensor/FP8 peaks)
 NO_TENSOR_UNITS = {"k80"}
@@ -47,7 +47,7 @@ DATASHEET_ROUNDING = 0.02
 #: parameter counts the model names advertise, billions (papers / model cards)
 ADVERTISED_PARAMS_B: dict[str, float] = {
     "gpt3-175b": 175.0, "llama2-7b": 6.74, "llama2-13b": 13.0, "llama2-70b": 69.0,
-    "llama3-8b": 8.03, "llama3-70b": 70.6, "llama3-405b": 405.0,
+    "llama3-8b": 8.03, "llama3-70b": 70.6, "llama3-405b": 405.0, "bert-large": 0.34, "gpt2-1.5b": 1.542,
 }
 PARAMS_REL_TOL = 0.03
 BILLION = 1e9

@@ -50,7 +50,10 @@ def test_plan_json_has_stable_sections_and_unit_keys():
     assert {"facility_kw", "annual_mwh", "annual_energy_usd", "pue"} <= set(d["facility"]["energy"])
     assert set(d["cost"]) == {"capex", "tco"}
     assert {"tco_usd_per_year", "usd_per_gpu_hour"} <= set(d["cost"]["tco"])
-    assert all(item["source"] and item["estimate"] for item in d["cost"]["capex"]["items"])
+    items = d["cost"]["capex"]["items"]
+    assert all(item["source"] and item["confidence"] in ("list", "street", "cloud", "estimate") for item in items)
+    assert all(item["estimate"] == (item["confidence"] == "estimate") for item in items)
+    assert d["cost"]["capex"]["price_note"]
 
 
 def test_reference_figures():
@@ -102,3 +105,19 @@ def test_every_example_cluster_plans(path):
     power = d["facility"]["power"]
     assert power["it_kw"] >= power["nodes_kw"] > 0
     assert d["cost"]["tco"]["usd_per_gpu_hour"] > 0
+
+
+def test_plan_compares_several_clusters_and_fabrics(cli) -> None:
+    """`--compare` repeats, and `--fabric` shows the first cluster with another fabric (no YAML per fabric)."""
+    import json
+
+    r = cli("plan", "ref-1k-h100", "--compare", "a100-512-1gbe", "--compare", "gb200-nvl72-576", "--json")
+    assert r.code == 0, r.stderr
+    assert len(json.loads(r.stdout)["compare"]) == 3
+    r = cli("plan", "ref-1k-h100", "--fabric", "ib-hdr", "--json")
+    assert r.code == 0, r.stderr
+    a, b = json.loads(r.stdout)["compare"]
+    assert a["network"]["fabric"] == "ib-ndr" and b["network"]["fabric"] == "ib-hdr"
+    assert b["network"]["port_gbit_per_s"] == a["network"]["port_gbit_per_s"] / 2
+    bad = cli("plan", "ref-1k-h100", "--fabric", "ib-nd")
+    assert bad.code == 2 and "ib-ndr" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from tests.conftest import run_cli
 
 BREAKS = ["\u2028", "\u2029", "\u0085", "\n", "\r", "\x0b", "\x0c", "\x1b", "\x9b", "\x00"]

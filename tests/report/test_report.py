@@ -88,7 +88,8 @@ def test_cli_writes_the_report(cli, tmp_path: Path) -> None:
     r = cli("report", "--cluster", str(cluster), "--model", "llama3-8b", "--global-batch", "64", "--trials", "20",
             "--out", str(out), "--json")
     assert r.code == 0, r.stderr
-    assert json.loads(r.stdout)["sections"] == ["plan", "scaling", "breakdown", "comm", "reliability", "infer"]
+    assert json.loads(r.stdout)["sections"] == ["plan", "scaling", "breakdown", "comm", "reliability", "infer",
+                                                    "hpc"]
     assert out.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
 
 

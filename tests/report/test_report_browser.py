@@ -1,5 +1,7 @@
 """The report in a real browser: headless Chromium loads the file, runs its scripts and draws every plot
-without a console error or a network request; a screenshot is kept in test-artifacts/."""
+without a console error or a network request, and the layout holds at 1280 and 1920 px: nothing is wider than
+the viewport, no two table boxes overlap, every plot's caption and axis titles are inside its frame. Screenshots
+are kept in test-artifacts/ (CI keeps them as artifacts)."""
 
 from __future__ import annotations
 
@@ -24,6 +26,12 @@ CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
                   "--remote-debugging-pipe", "--window-size=1200,900")
 TIMEOUT_S = 60.0
+LAYOUT_WIDTHS_PX = (1280, 1920)
+"""Viewport widths the layout must hold at (a laptop and a desktop screen)."""
+RESIZE_JS = """new Promise(function (done) {
+  document.querySelectorAll('.plot').forEach(function (p) { Plotly.Plots.resize(p); });
+  setTimeout(done, 300);
+})"""
 
 
 def _chromium() -> str | None:
@@ -124,6 +132,42 @@ DRAWN_JS = """JSON.stringify(Array.from(document.querySelectorAll('.plot')).map(
 }))"""
 
 
+LAYOUT_JS = """(function () {
+  var vw = document.documentElement.clientWidth, out = {viewport: vw,
+      page_width: document.documentElement.scrollWidth, too_wide: [], overlaps: [], plots: []};
+  function inBox(el) { return el.closest('.table-box') !== null && !el.classList.contains('table-box'); }
+  function r(el) { var b = el.getBoundingClientRect(); return {l: b.left, t: b.top + window.scrollY,
+      r: b.right, b: b.bottom + window.scrollY, w: b.width, h: b.height}; }
+  document.querySelectorAll('body *').forEach(function (el) {
+    if (inBox(el) || el.closest('.modebar-container')) return;
+    var b = el.getBoundingClientRect();
+    if (b.width > 0 && b.right > vw + 1) out.too_wide.push(el.tagName + '.' + el.className + ' right=' + b.right);
+  });
+  var boxes = Array.from(document.querySelectorAll('.table-box')).map(r);
+  for (var i = 0; i < boxes.length; i++) for (var j = i + 1; j < boxes.length; j++) {
+    var a = boxes[i], c = boxes[j];
+    if (a.l < c.r - 1 && c.l < a.r - 1 && a.t < c.b - 1 && c.t < a.b - 1) out.overlaps.push([i, j]);
+  }
+  document.querySelectorAll('figure.plot-frame').forEach(function (fig) {
+    var plot = fig.querySelector('.plot'), svg = plot.querySelector('svg.main-svg'), cap = fig.querySelector('figcaption');
+    var frame = r(fig), p = {id: plot.id, caption: cap ? cap.textContent : '', problems: []};
+    if (!cap || r(cap).h === 0) p.problems.push('no caption');
+    var bar = plot.querySelector('.modebar');
+    if (cap && bar) { var m = r(bar), k = r(cap);
+      if (m.l < k.r && k.l < m.r && m.t < k.b && k.t < m.b && m.w > 0) p.problems.push('caption under toolbar'); }
+    var s = svg ? r(svg) : null;
+    plot.querySelectorAll('.g-xtitle text, .g-ytitle text, .g-y2title text').forEach(function (t) {
+      if (!t.textContent) return;
+      var b = r(t);
+      if (b.w === 0 || b.l < Math.max(s.l, frame.l) - 1 || b.r > Math.min(s.r, frame.r) + 1 ||
+          b.t < s.t - 1 || b.b > s.b + 1) p.problems.push('axis title clipped: ' + t.textContent);
+    });
+    out.plots.push(p);
+  });
+  return JSON.stringify(out);
+})()"""
+"""Layout facts of the page at the current viewport: overflow, table-box overlaps, plot captions and axis titles."""
+
 EXPECTED_PLOTS = {"fig-scaling", "fig-losses", "fig-step", "fig-memory", "fig-comm", "fig-walltime",
                   "fig-infer-throughput", "fig-infer-tpot"}
 """Every plot of a report without a trace, inference section included."""
@@ -155,6 +199,17 @@ def test_report_draws_every_plot_in_headless_chromium(report_file: Path, tmp_pat
         cdp.wait_event("Page.loadEventFired")
         drawn = json.loads(cdp.send("Runtime.evaluate", {"expression": DRAWN_JS, "returnByValue": True},
                                     session=session)["result"]["value"])
+        layouts = {}
+        for width in LAYOUT_WIDTHS_PX:
+            cdp.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": 1000, "deviceScaleFactor": 1,
+                                                            "mobile": False}, session=session)
+            cdp.send("Runtime.evaluate", {"expression": RESIZE_JS, "awaitPromise": True}, session=session)
+            layouts[width] = json.loads(cdp.send("Runtime.evaluate", {"expression": LAYOUT_JS, "returnByValue": True},
+                                                 session=session)["result"]["value"])
+            wshot = cdp.send("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True},
+                             session=session)
+            ARTIFACTS.mkdir(exist_ok=True)
+            (ARTIFACTS / f"report-{width}px.png").write_bytes(base64.b64decode(wshot["data"]))
         metrics = cdp.send("Page.getLayoutMetrics", session=session)["cssContentSize"]
         shot = cdp.send("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True,
                                                    "clip": {"x": 0, "y": 0, "width": metrics["width"],
@@ -174,3 +229,9 @@ def test_report_draws_every_plot_in_headless_chromium(report_file: Path, tmp_pat
     assert all(d["svg"] > 0 and d["traces"] > 0 for d in drawn), drawn
     assert all(u.startswith("file://") for u in requests), requests
     assert (ARTIFACTS / "report.png").stat().st_size > 10_000
+    for width, lay in layouts.items():
+        assert lay["page_width"] <= lay["viewport"], (width, lay["page_width"], lay["too_wide"][:5])
+        assert lay["too_wide"] == [], (width, lay["too_wide"][:5])
+        assert lay["overlaps"] == [], (width, lay["overlaps"])
+        assert {p["id"] for p in lay["plots"]} == EXPECTED_PLOTS, width
+        assert all(p["caption"] and not p["problems"] for p in lay["plots"]), (width, lay["plots"])

@@ -8,9 +8,10 @@ from clustertwin import catalog
 from clustertwin.cli.common import JsonOpt, console, fmt, print_json, table
 
 _SUMMARY_FIELDS = {
-    "gpu": ["bf16_tflops", "fp8_tflops", "fp64_tflops", "hbm_gb", "hbm_gb_per_s", "tdp_w"],
+    "gpu": ["bf16_tflops", "fp8_tflops", "fp64_tflops", "hbm_gb", "hbm_gb_per_s", "tdp_w", "price_usd",
+            "price_confidence"],
     "cpu": ["cores", "memory_gb_per_s", "tdp_w"],
-    "node": ["gpus", "power_kw", "price_usd"],
+    "node": ["gpus", "power_kw", "price_usd", "price_confidence"],
     "fabric": ["kind", "gbit_per_s", "achievable_fraction", "sharp"],
     "switch": ["ports", "port_gbit_per_s", "power_w"],
     "storage": ["kind", "read_gb_per_s", "write_gb_per_s", "capacity_pb"],

@@ -9,8 +9,9 @@ from typing import Any
 
 import typer
 from pydantic import BaseModel
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.table import Table
+from rich.text import Text
 
 from clustertwin import specs
 
@@ -60,12 +61,62 @@ def print_json(obj: Any) -> None:
     typer.echo(json.dumps(_jsonable(obj), indent=2))
 
 
+_NUMBER_CHARS = frozenset("0123456789.,+-%$e×x|/ infa")
+"""Characters of a formatted number cell (``1,234.5``, ``-3.2e+05``, ``$1.69``, ``12%``, ``33.5 | 1.1``, ``inf``)."""
+
+
+def _is_number(cell: str) -> bool:
+    return (bool(cell) and any(c.isdigit() for c in cell) and set(cell) <= _NUMBER_CHARS) or cell in ("-", "inf", "nan")
+
+
+class FitTable(Table):
+    """A rich table that never truncates a number.
+
+    Columns whose cells are all numbers keep their full width (``min_width`` = longest cell or header word); text
+    columns fold. When even that cannot fit the terminal, the table prints vertically: one block per row,
+    ``column: value`` per line (so ``COLUMNS=80`` shows every figure whole).
+    """
+
+    def _min_widths(self) -> list[int]:
+        widths = []
+        for col in self.columns:
+            cells = [str(c) for c in col._cells]
+            header_word = max((len(w) for w in str(col.header).split()), default=1)
+            if cells and all(_is_number(c) for c in cells):
+                widths.append(max(header_word, *(len(c) for c in cells)))
+            else:
+                longest_word = max((len(w) for c in cells for w in c.split()), default=1)
+                widths.append(max(min(header_word, 12), min(longest_word, 12)))
+        return widths
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        mins = self._min_widths()
+        chrome = 3 * len(mins) + 1  # borders and one space of padding each side
+        if sum(mins) + chrome <= options.max_width or len(mins) <= 2:
+            for col, width in zip(self.columns, mins, strict=True):
+                col.min_width = width
+            yield from super().__rich_console__(console, options)
+            return
+        if self.title:
+            yield Text(str(self.title), style="bold")
+        headers = [str(c.header) for c in self.columns]
+        pad = max(len(h) for h in headers)
+        rows = list(zip(*[[str(c) for c in col._cells] for col in self.columns], strict=True))
+        for i, row in enumerate(rows):
+            for h, v in zip(headers, row, strict=True):
+                yield Text(f"  {h.ljust(pad)}  {v}")
+            if i < len(rows) - 1:
+                yield Text("")
+
+
 def table(title: str | None, columns: list[str], rows: list[list[Any]], **kw: Any) -> Table:
-    t = Table(title=title, title_justify="left", **kw)
+    """A table of formatted cells; numbers are never truncated (:class:`FitTable`). Cells are plain text, never
+    rich markup, so a value such as ``pip install 'clustertwin[nvml]'`` prints with its brackets."""
+    t = FitTable(title=title, title_justify="left", **kw)
     for i, c in enumerate(columns):
-        t.add_column(c, justify="left" if i == 0 else "right")
+        t.add_column(c, justify="left" if i == 0 else "right", overflow="fold")
     for r in rows:
-        t.add_row(*[fmt(v) for v in r])
+        t.add_row(*[v if isinstance(v, Text) else Text(fmt(v)) for v in r])
     return t
 
 

@@ -11,11 +11,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from clustertwin.cli.common import JsonOpt, console, err_console, fmt, print_json, table
 from clustertwin.errors import SpecError
+from clustertwin.facility.cost import cost_cell, sweep_price_note
 
 EXECUTORS = ("local", "ray")
 
 FRONT_COLUMNS = ("point_id", "model", "node", "nodes", "fabric", "topology", "precision", "layout", "checkpoint",
-                 "wall_days", "cost_usd", "energy_mwh", "mfu")
+                 "wall_days", "cost_usd", "energy_mwh", "mfu", "price_complete")
 
 
 def _front_rows(tbl, limit: int) -> list[dict]:
@@ -67,10 +68,12 @@ def sweep_command(
     for name, (x, y) in FRONTS.items():
         f = fronts[name]
         rows = [[r["point_id"], f"{r['node']} x{r['nodes']} {r['fabric']} {r['topology']} {r['precision']}",
-                 r["layout"], r["checkpoint"], r["wall_days"], r[y]] for r in _front_rows(f, top)]
+                 r["layout"], r["checkpoint"], r["wall_days"],
+                 cost_cell(r[y], r["price_complete"]) if y == "cost_usd" else r[y]] for r in _front_rows(f, top)]
         shown = f", first {fmt(top)}" if f.num_rows > top else ""
         console.print(table(f"Pareto front: {x} vs {y} ({f.num_rows} points{shown})",
                             ["point", "design", "layout", "checkpoint", x, y], rows))
+    console.print(sweep_price_note(result.table), highlight=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,4 +1,4 @@
-"""``clustertwin validate CASE...``: predictions vs measured cases."""
+"""``clustertwin validate [CASE...]``: predictions vs measured cases (default: the shipped validation/ folder)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,15 @@ from clustertwin.cli.common import JsonOpt, console, print_json, table
 
 
 def validate_command(
-    paths: list[Path] = typer.Argument(..., help="Case files or directories of *.yaml case files."),
+    paths: list[Path] = typer.Argument(None, help="Case files or directories of *.yaml case files "
+                                                  "(default: the shipped validation/ folder)."),
     kind: list[str] = typer.Option([], "--kind", "-k", help="Only cases of this kind (repeatable)."),
     show_cases: bool = typer.Option(False, "--cases", help="List every case, not only the summary."),
     json_out: bool = JsonOpt,
 ) -> None:
     """Evaluate measured cases (collective, train, train_run, infer, reliability) and report errors."""
     kinds = set(kind) or None
+    paths = list(paths or validation.default_paths())
     if json_out or not console.is_terminal:
         out = validation.run(paths, kinds)
     else:
@@ -39,6 +41,10 @@ def validate_command(
                 rows.append([r.id, r.kind, k, m, r.predicted.get(k), f"{r.rel_error[k]:+.1%}"])
         console.print(table("cases", ["id", "kind", "key", "measured", "predicted", "error"], rows))
     s = out["summary"]
+    if len(s.get("by_file", {})) > 1:
+        rows = [[f, v["count"], v["failed"], _pct(v["median_abs_rel_error"]), _pct(v["mean_abs_rel_error"]),
+                 _pct(v["max_abs_rel_error"])] for f, v in s["by_file"].items()]
+        console.print(table("by file (|relative error|)", ["file", "cases", "failed", "median", "mean", "max"], rows))
     rows = [[k, v["count"], v["failed"], _pct(v["median_abs_rel_error"]), _pct(v["mean_abs_rel_error"]),
              _pct(v["max_abs_rel_error"])] for k, v in s["by_kind"].items()]
     rows.append(["all", s["count"], s["failed"], _pct(s["median_abs_rel_error"]), _pct(s["mean_abs_rel_error"]),

@@ -45,6 +45,11 @@ class; estimate)."""
 
 # --- cost -------------------------------------------------------------------------------------------
 
+STORAGE_USD_PER_PB = 250_000.0
+"""Capex of shared storage per usable PB when the storage spec names no price, USD (estimate: all-flash
+parallel file systems sell for roughly $150-400 per usable TB in 2024-25 quotes; the midpoint-low value).
+Used with confidence ``estimate``."""
+
 CABLE_USD = 200.0
 """Price of one fibre or copper cable between two ports, USD (estimate: MPO-12 single-mode patch
 cables and DAC cables list at roughly $100-400 for data-hall lengths)."""

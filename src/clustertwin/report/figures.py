@@ -26,10 +26,27 @@ def _go():
 
 
 def _layout(title: str, x_title: str, y_title: str, **kw: Any) -> dict[str, Any]:
-    return {"title": {"text": title, "x": 0.0, "xanchor": "left"}, "template": "plotly_white",
-            "font": {"family": FONT, "size": 12}, "margin": {"l": 70, "r": 20, "t": 50, "b": 55},
-            "height": 380, "colorway": list(PALETTE), "legend": {"orientation": "h", "y": -0.2},
-            "xaxis": {"title": {"text": x_title}}, "yaxis": {"title": {"text": y_title}}, **kw}
+    """Common layout. The title is not drawn by plotly: the report shows it as the figure's HTML caption, above
+    the plot, so it can never run under plotly's toolbar (kept in ``meta.caption`` for other renderers). Axis
+    titles use ``automargin`` so long labels push the margin instead of being clipped; the legend sits below
+    the x-axis title."""
+    return {"meta": {"caption": title}, "template": "plotly_white",
+            "font": {"family": FONT, "size": 12}, "margin": {"l": 60, "r": 20, "t": 36, "b": 40},
+            "height": 380, "colorway": list(PALETTE),
+            "legend": {"orientation": "h", "x": 0.0, "y": -0.22, "yanchor": "top"},
+            "xaxis": {"title": {"text": x_title}, "automargin": True},
+            "yaxis": {"title": {"text": y_title}, "automargin": True}, **kw}
+
+
+def nice_axis(top: float, ticks: int = 5) -> tuple[float, float]:
+    """``(range_max, dtick)`` of an axis from 0 that shows ``top`` with ``ticks`` round steps (1, 2, 2.5, 5 x 10^k),
+    so a second y-axis gets ticks like 0, 200, 400 ... instead of 170, 356, 543 ..."""
+    if not np.isfinite(top) or top <= 0:
+        return 1.0, 1.0 / ticks
+    raw = top / ticks
+    mag = 10.0 ** np.floor(np.log10(raw))
+    step = next(m * mag for m in (1.0, 2.0, 2.5, 5.0, 10.0) if m * mag >= raw * (1 - 1e-12))
+    return float(step * ticks), float(step)
 
 
 def to_json(fig: Any) -> str:
@@ -44,11 +61,16 @@ def scaling_figure(gpus: list[int], efficiency: list[float | None], tokens_per_s
     fig.add_trace(go.Scatter(x=gpus, y=efficiency, mode="lines+markers", name="scaling efficiency"))
     fig.add_trace(go.Scatter(x=gpus, y=tokens_per_s_per_gpu, mode="lines+markers", name="tokens/s per GPU",
                              yaxis="y2"))
-    fig.update_layout(**_layout("Scaling efficiency", "GPUs", "efficiency (per-GPU throughput / first point)",
+    # both axes get TICKS round steps from 0, so their grid lines coincide and the right axis reads 0, 500, 1,000
+    ticks = 5
+    eff_top, eff_step = nice_axis(max([e for e in efficiency if e is not None] or [1.0]), ticks)
+    tok_top, tok_step = nice_axis(max([t for t in tokens_per_s_per_gpu if t is not None] or [1.0]), ticks)
+    fig.update_layout(**_layout("Scaling efficiency", "GPUs", "scaling efficiency",
                                 yaxis2={"title": {"text": "tokens/s per GPU"}, "overlaying": "y", "side": "right",
-                                        "rangemode": "tozero"}))
+                                        "range": [0, tok_top], "dtick": tok_step, "tick0": 0, "showgrid": False,
+                                        "tickformat": ",~r", "automargin": True}))
     fig.update_xaxes(type="log", dtick=np.log10(2), tickformat=",d")
-    fig.update_yaxes(rangemode="tozero", selector={"anchor": "x"})
+    fig.layout.yaxis.update(range=[0, eff_top], dtick=eff_step, tick0=0)
     return to_json(fig)
 
 

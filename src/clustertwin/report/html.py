@@ -29,6 +29,7 @@ from clustertwin.report.sections import (
     breakdown_section,
     cluster_label,
     comm_section,
+    hpc_section,
     infer_section,
     model_label,
     plan_section,
@@ -145,6 +146,10 @@ def build_report(cluster: ClusterSpec, model: ModelSpec, options: ReportOptions 
             omitted.append(f"scheduler comparison: {why}")
         else:
             sections.append(sched_section(cluster, opt.trace, opt.trace_format, opt.policies, api))
+    try:
+        sections.append(hpc_section(cluster))
+    except SpecError as e:
+        omitted.append(f"science computing (FP64): {e}")
     c, m = cluster_label(cluster), model_label(model)
     subtitle = (f"{m} on {cluster.total_gpus:,} GPUs ({cluster.nodes:,} x {cluster.node.id or cluster.node.name}), "
                 f"global batch {opt.global_batch:,}, {opt.precision}")

@@ -19,7 +19,9 @@ import numpy as np
 
 from clustertwin import comm
 from clustertwin.errors import SpecError
+from clustertwin.labels import term_label
 from clustertwin.plan import Plan
+from clustertwin.plan_rows import SECTIONS, plan_rows
 from clustertwin.report import figures
 from clustertwin.specs import ClusterSpec, ModelSpec
 from clustertwin.train.estimate import TrainEstimate
@@ -96,32 +98,13 @@ def fmt(v: Any) -> str:
     return str(v)
 
 
-def _label(path: tuple[str, ...]) -> str:
-    return " / ".join(p.replace("_", " ") for p in path)
-
-
-def flatten(d: dict[str, Any], prefix: tuple[str, ...] = ()) -> list[tuple[str, str]]:
-    """Nested dict -> (label, formatted value) rows; a list of ``{component, usd, basis}`` items becomes
-    one row per component."""
-    rows: list[tuple[str, str]] = []
-    for key, value in d.items():
-        path = (*prefix, str(key))
-        if isinstance(value, dict):
-            rows += flatten(value, path)
-        elif isinstance(value, list) and value and all(isinstance(x, dict) and "component" in x for x in value):
-            for item in value:
-                cell = f"${item['usd']:,.0f}" if item.get("usd") else "-"
-                rows.append((_label((*path, str(item["component"]))), f"{cell} ({item.get('basis', '')})"))
-        else:
-            rows.append((_label(path), fmt(value)))
-    return rows
-
-
 def plan_section(p: Plan) -> Section:
-    """Bill of materials, peak compute, memory, network, storage, facility and cost tables."""
-    d = p.to_dict()
-    tables = tuple(Table(name, ("item", "value"), tuple(flatten(d[name])))
-                   for name in ("compute", "memory", "network", "storage", "facility", "cost") if name in d)
+    """Bill of materials, peak compute, memory, network, storage, facility and cost tables, with the labels of
+    ``clustertwin plan`` (one label map: :func:`clustertwin.plan_rows.plan_rows`)."""
+    rows = plan_rows(p)
+    tables = tuple(Table(name, ("item", "value"), tuple((label.strip(), fmt(v) if v != "" else "")
+                                                         for label, v in rows[name]))
+                   for name in SECTIONS if name in rows)
     return Section("plan", "Cluster plan", "Bill of materials, peak compute, memory, network, storage, power, "
                    "cooling and cost of the cluster (clustertwin plan).", tables, notes=p.warnings)
 
@@ -164,8 +147,8 @@ def breakdown_section(est: TrainEstimate) -> Section:
     """Step-time and memory breakdowns of one layout."""
     lay = est.layout
     layout = ", ".join(f"{k}={v}" for k, v in lay.items())
-    step = {k: float(v) for k, v in est.breakdown.items()}
-    mem_bd = {k: float(v) for k, v in est.memory.breakdown.items()}
+    step = {term_label(k): float(v) for k, v in est.breakdown.items()}
+    mem_bd = {term_label(k): float(v) for k, v in est.memory.breakdown.items()}
     cap = float(est.memory.capacity_gib)
     rows = ((("step time, s", fmt(est.step_time_s)), ("tokens/s", fmt(est.tokens_per_s)), ("MFU", fmt(est.mfu)),
              ("HFU", fmt(est.hfu)), ("memory per GPU, GiB", fmt(est.memory_gib_per_gpu)),
@@ -174,7 +157,8 @@ def breakdown_section(est: TrainEstimate) -> Section:
                    f"The best layout on {est.gpus:,} GPUs: what one optimizer step spends its time on and what "
                    "fills each GPU's memory.",
                    (Table("layout", ("item", "value"), rows),
-                    Table("step time by term", ("term", "seconds"), tuple((k, fmt(v)) for k, v in step.items())),
+                    Table("step time by term", ("term", "seconds"),
+                          tuple((k, fmt(v)) for k, v in step.items())),
                     Table("memory by term", ("term", "GiB"), tuple((k, fmt(v)) for k, v in mem_bd.items()))),
                    (Figure("fig-step", "Step time by term", figures.breakdown_figure("Step time by term", step,
                                                                                       "seconds per step")),
@@ -236,7 +220,7 @@ def sched_section(cluster: ClusterSpec, trace_path: Path, trace_format: str, pol
     metrics = {pol: sched.compute(sched.simulate(sc, trace.jobs, pol)) for pol in policies}
     keys = ("gpu_utilization", "avg_queue_s", "p99_queue_s", "avg_jct_s", "bounded_slowdown", "completed",
             "fragmented_gpus")
-    rows = tuple((k.replace("_", " "), *(fmt(getattr(m, k)) for m in metrics.values())) for k in keys)
+    rows = tuple((term_label(k), *(fmt(getattr(m, k)) for m in metrics.values())) for k in keys)
     hours = {"avg queue, h": [m.avg_queue_s / HOUR_S for m in metrics.values()],
              "p99 queue, h": [m.p99_queue_s / HOUR_S for m in metrics.values()],
              "avg JCT, h": [m.avg_jct_s / HOUR_S for m in metrics.values()]}
@@ -362,3 +346,40 @@ def infer_section(model: ModelSpec, cluster: ClusterSpec, s: InferSettings, infe
                    "prompts at the same rate) up to the largest batch the KV cache holds; the table's offline "
                    "figures are those of clustertwin infer estimate, the sizing those of clustertwin infer size.",
                    tuple(tables), figs, notes=tuple(notes))
+
+
+def hpc_section(cluster: ClusterSpec) -> Section:
+    """FP64 science workloads on the cluster (clustertwin hpc estimate): HPL, HPCG and the default
+    halo-exchange stencil, with what limits each."""
+    from clustertwin.errors import SpecError as _SpecError
+    from clustertwin.hpc.hpcg import hpcg
+    from clustertwin.hpc.hpl import hpl
+    from clustertwin.hpc.stencil import stencil
+
+    h, g = hpl(cluster), hpcg(cluster)
+    notes = ["HPCG and stencil power assume the devices at TDP (upper bound)."]
+    try:
+        s = stencil(cluster)
+    except _SpecError as e:
+        s = None
+        notes.append(f"default stencil left out: {e}")
+    d = h.device
+    rows: tuple[tuple[str, str], ...] = (
+        ("HPL Rpeak, PFLOP/s", fmt(h.rpeak_pflops)),
+        ("HPL Rmax, PFLOP/s", fmt(h.rmax_pflops)),
+        ("HPL Rmax / Rpeak", fmt(h.efficiency)),
+        ("HPL N, NB, P x Q", f"{h.n:,}, {h.nb}, {h.p} x {h.q}"),
+        ("HPL run time, s", fmt(h.time_s)),
+        ("DGEMM per GPU, TFLOP/s", f"{fmt(d.dgemm_tflops)} ({d.limited_by}-bound; FP64 GEMM peak {fmt(d.peak_tflops)})"),
+        ("HPL power, kW", fmt(h.power_kw)),
+        ("HPL GFLOP/s per W", fmt(h.gflops_per_w)),
+        ("HPCG, PFLOP/s", fmt(g.pflops)),
+    )
+    if s is not None:
+        rows += (("stencil step, ms", f"{fmt(s.step_s * 1e3)} ({s.bound}-bound, "
+                                      f"{'x'.join(map(str, s.decomposition))} split)"),
+                 ("stencil run, hours", fmt(s.time_s / 3600)))
+    return Section("hpc", "Science computing (FP64)",
+                   "TOP500-style HPL, HPCG and a weather-style halo-exchange stencil on this cluster "
+                   "(clustertwin hpc estimate; model and calibration in docs/hpc.md).",
+                   (Table("FP64 workloads", ("quantity", "value"), rows),), notes=tuple(notes))

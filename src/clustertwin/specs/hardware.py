@@ -11,6 +11,10 @@ from clustertwin.specs.base import NonNegFloat, PositiveFloat, PositiveInt, Sour
 Precision = Literal["fp64", "fp64_tensor", "fp32", "tf32", "bf16", "fp16", "fp8", "fp4", "int8"]
 PRECISIONS: tuple[str, ...] = ("fp64", "fp64_tensor", "fp32", "tf32", "bf16", "fp16", "fp8", "fp4", "int8")
 
+PriceConfidence = Literal["list", "street", "cloud", "estimate"]
+"""How a catalog price is known: ``list`` (vendor list/launch price), ``street`` (published market price),
+``cloud`` (derived from a published cloud rental rate), ``estimate`` (documented method, no direct quote)."""
+
 
 class GPUSpec(Sourced):
     """One accelerator (GPU/NPU). Tensor peaks are dense (2:4 sparsity excluded), per device."""
@@ -57,6 +61,16 @@ class GPUSpec(Sourced):
     """Host link PCIe generation (x16)."""
     price_usd: PositiveFloat | None = None
     """Street price estimate per device, USD (estimate; see source)."""
+    price_confidence: PriceConfidence | None = None
+    """How ``price_usd`` is known: list, street, cloud or estimate (method in ``source``/``notes``)."""
+    fp32_matrix_tflops: NonNegFloat | None = None
+    """Peak FP32 matrix/packed TFLOP/s where it exceeds the vector rate (AMD CDNA matrix cores)."""
+    fp64_rpeak_tflops: NonNegFloat | None = None
+    """FP64 peak per device as TOP500 submissions rate it (Rpeak), where that differs from the datasheet
+    figure HPL runs on (e.g. rated at base clock; for a superchip/APU the on-package CPU cores included);
+    defaults to ``fp64_tensor_tflops`` or else ``fp64_tflops`` (see :meth:`fp64_rpeak`)."""
+    process_nm: PositiveFloat | None = None
+    """Compute-die process node class, nm (TSMC N4/4N = 4, N5 = 5, N6 = 6, N7 = 7 ...)."""
 
     @model_validator(mode="after")
     def _fp16_default(self) -> GPUSpec:
@@ -72,6 +86,23 @@ class GPUSpec(Sourced):
         if p in ("fp16", "half"):
             return self.fp16_tflops
         return getattr(self, f"{p}_tflops", None)
+
+    def gemm_peak_tflops(self, precision: str) -> float | None:
+        """Dense GEMM peak for a precision: FP32 = max(vector, matrix/packed FP32); FP64 = tensor/matrix
+        FP64 where the part has one, else vector; other precisions as :meth:`peak_tflops`. None if the part
+        cannot run that precision (no TF32 before Ampere/CDNA3, no BF16 on Volta)."""
+        p = precision.lower()
+        if p == "fp32":
+            vals = [v for v in (self.fp32_tflops, self.fp32_matrix_tflops) if v is not None]
+            return max(vals) if vals else None
+        if p == "fp64":
+            return self.fp64_tensor_tflops if self.fp64_tensor_tflops is not None else self.fp64_tflops
+        return self.peak_tflops(p)
+
+    def fp64_rpeak(self) -> float | None:
+        """FP64 TFLOP/s per device that a TOP500 Rpeak counts: ``fp64_rpeak_tflops`` when the catalog gives
+        the rated figure, else the FP64 GEMM peak (tensor where present, else vector)."""
+        return self.fp64_rpeak_tflops if self.fp64_rpeak_tflops is not None else self.gemm_peak_tflops("fp64")
 
     @property
     def hbm_bytes(self) -> float:

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from pydantic import model_validator
 
 from clustertwin.specs.base import NonNegFloat, NonNegInt, PositiveFloat, PositiveInt, Sourced, Spec, preset
-from clustertwin.specs.hardware import CPUSpec, GPUSpec
+from clustertwin.specs.hardware import CPUSpec, GPUSpec, PriceConfidence
 
 ScaleUpKind = Literal["nvswitch", "nvlink-mesh", "infinity-fabric", "hccs", "pcie", "none"]
 
@@ -60,6 +60,8 @@ class NodeSpec(Sourced):
     """Height, U (per node; for NVL72 the whole rack)."""
     price_usd: PositiveFloat | None = None
     """Price estimate, USD."""
+    price_confidence: PriceConfidence | None = None
+    """How ``price_usd`` is known: list, street, cloud or estimate (method in ``source``/``notes``)."""
     cooling: Literal["air", "liquid", "any"] = "any"
     """Cooling the node requires."""
 
