@@ -1,4 +1,4 @@
-"""Performance target (issue 3): 1,000 (op, size, group) collective evaluations in under 50 ms on one core,
+"""Performance target (issues 3, 16): 1,000 (op, size, group) collective evaluations in under 20 ms of CPU time,
 vectorised over message sizes: 7 ops x 4 group sizes x 36 sizes = 1,008 evaluations per round."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from clustertwin.comm import OPS, collective
 
 SIZES = 2.0 ** np.arange(0, 36)  # 1 B .. 32 GiB
 GROUPS = (8, 64, 512, 1024)
-TARGET_S = 0.050
+TARGET_S = 0.020
 EVALUATIONS = len(OPS) * len(GROUPS) * len(SIZES)
 
 
@@ -32,7 +32,7 @@ def sweep(cluster: specs.ClusterSpec) -> int:
     return n
 
 
-def test_thousand_evaluations_under_50ms(benchmark, ref_cluster):
+def test_thousand_evaluations_under_20ms(benchmark, ref_cluster):
     assert EVALUATIONS >= 1000
     count = benchmark(sweep, ref_cluster)
     assert count == EVALUATIONS
@@ -41,6 +41,8 @@ def test_thousand_evaluations_under_50ms(benchmark, ref_cluster):
 
 
 def _timed(cluster: specs.ClusterSpec) -> float:
-    t0 = time.perf_counter()
+    w0, c0 = time.perf_counter(), time.process_time()
     sweep(cluster)
-    return time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+    print(f"{EVALUATIONS} evaluations: wall {wall * 1e3:.1f} ms, CPU {cpu * 1e3:.1f} ms")
+    return cpu

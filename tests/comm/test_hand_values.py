@@ -12,16 +12,33 @@ from __future__ import annotations
 
 import pytest
 
-from clustertwin.comm import collective
+from clustertwin.comm import DEFAULT_PARAMS, collective
 
 GIB = 2**30
 B_NV = 450 * 0.80
 NIC = 400 / 8 * 0.94
 NODE_NET = 8 * NIC
+P = DEFAULT_PARAMS
+L = P.launch_us  # launch, one GPU per process, no graph
+H = P.nvlink_hop_us_simple  # one NVLink step, Simple
+SYNC = max(H, P.ring_sync_us)  # a step of a multi-node ring
+# one network step with Simple: 2 NICs + switch hops (rail-optimised, 3 hops max across the spine) + proxy
+NET = 2 * P.nic_latency_us + 3 * 0.150 + P.proxy_step_us_simple
+CHUNKS = GIB / (P.chunk_bytes * P.channels)
+FILL = P.fill_stages * min(GIB, P.chunk_bytes * P.channels)
 
 
 def t(lat_us: float, algbw_gb_per_s: float, size: float = GIB) -> float:
     return lat_us * 1e-6 + size / (algbw_gb_per_s * 1e9)
+
+
+def tree_1024() -> float:
+    """Tree: NVLink chain (B/2) and network tree (2 S per node: 376/2), both x0.92, pipelined in
+    GIB / (512 KiB x 16) chunks, plus the fill of 4 chunks; latency 2 (7 NVLink + 7 network steps)."""
+    intra = GIB / (B_NV / 2 * 0.92 * 1e9)
+    inter = GIB / (NODE_NET / 2 * 0.92 * 1e9)
+    fill = FILL / (min(B_NV / 2, NODE_NET / 2) * 0.92 * 1e9)
+    return (L + 2 * (7 * H + 7 * NET)) * 1e-6 + max(intra, inter) + min(intra, inter) / CHUNKS + fill
 
 
 F_AR_1024 = 2 * 1023 / 1024
@@ -29,25 +46,25 @@ F_AG_1024 = 1023 / 1024
 
 CASES = [
     # (op, gpus, algorithm, expected time at 1 GiB with Simple)
-    ("all_reduce", 2, "ring", t(8.4 + 2 * 3.4, B_NV / 1.0)),
-    ("all_reduce", 2, "tree", t(8.4 + 2 * (1 * 4.0 + 0), B_NV / 2 * 0.92)),
-    ("all_gather", 2, "ring", t(8.4 + 1 * 3.4, B_NV / 0.5)),
-    ("reduce_scatter", 2, "ring", t(8.4 + 1 * 3.4, B_NV / 0.5)),
-    ("broadcast", 2, "ring", t(8.4 + 2 * 4.0, B_NV)),
-    ("reduce", 2, "ring", t(8.4 + 2 * 4.0, B_NV)),
-    ("all_to_all", 2, "direct", t(8.4 + 3.4, B_NV * 2 / 1)),
-    ("send_recv", 2, "direct", t(8.4 + 3.4, B_NV)),
+    ("all_reduce", 2, "ring", t(L + 2 * H, B_NV / 1.0)),
+    ("all_reduce", 2, "tree", t(L + 2 * (1 * H), B_NV / 2 * 0.92) + FILL / (B_NV / 2 * 0.92 * 1e9)),
+    ("all_gather", 2, "ring", t(L + 1 * H, B_NV / 0.5)),
+    ("reduce_scatter", 2, "ring", t(L + 1 * H, B_NV / 0.5)),
+    ("broadcast", 2, "ring", t(L + 1 * H, B_NV)),
+    ("reduce", 2, "ring", t(L + 1 * H, B_NV)),
+    ("all_to_all", 2, "direct", t(L + H, B_NV * 2 / 1)),
+    ("send_recv", 2, "direct", t(L + H, B_NV)),
     # 1,024 GPUs = 128 nodes x 8: ring steps 2046 (254 network), NVLink-bound (360 < 376)
-    ("all_reduce", 1024, "ring", t((8.4 + (2046 - 254) * 3.4 + 254 * 14.0) * 1.4, B_NV / F_AR_1024)),
-    # tree: chain of 8 on NVLink (B/2) vs network 2 S per node (376/2), both x 0.92; log2(128) = 7
-    ("all_reduce", 1024, "tree", t(8.4 + 2 * (7 * 4.0 + 7 * 14.0), min(B_NV / 2, NODE_NET / 2) * 0.92)),
-    ("all_gather", 1024, "ring", t(8.4 + (1023 - 127) * 3.4 + 127 * 14.0, B_NV / F_AG_1024)),
-    ("reduce_scatter", 1024, "ring", t(8.4 + (1023 - 127) * 3.4 + 127 * 14.0, B_NV / F_AG_1024)),
-    ("broadcast", 1024, "ring", t(8.4 + 1024 * 14.0, B_NV)),
-    ("reduce", 1024, "ring", t(8.4 + 1024 * 14.0, B_NV)),
+    ("all_reduce", 1024, "ring", t(L + (2046 - 254) * SYNC + 254 * NET, B_NV / F_AR_1024)),
+    ("all_reduce", 1024, "tree", tree_1024()),
+    ("all_gather", 1024, "ring", t(L + (1023 - 127) * SYNC + 127 * NET, B_NV / F_AG_1024)),
+    ("reduce_scatter", 1024, "ring", t(L + (1023 - 127) * SYNC + 127 * NET, B_NV / F_AG_1024)),
+    # broadcast chain: 1023 hops of which 127 cross nodes
+    ("broadcast", 1024, "ring", t(L + (1023 - 127) * H + 127 * NET, B_NV)),
+    ("reduce", 1024, "ring", t(L + (1023 - 127) * H + 127 * NET, B_NV)),
     # all-to-all: one NIC per GPU for the 1016 remote peers, 1016 network posts x 3 µs
-    ("all_to_all", 1024, "direct", t(8.4 + 14.0 + 1016 * 3.0, NIC * 1024 / 1016)),
-    ("send_recv", 1024, "direct", t(8.4 + 14.0, NIC)),
+    ("all_to_all", 1024, "direct", t(L + NET + 1016 * 3.0, NIC * 1024 / 1016)),
+    ("send_recv", 1024, "direct", t(L + NET, NIC)),
 ]
 
 
@@ -70,19 +87,22 @@ def test_busbw_definitions(ref_cluster):
 
 
 def test_small_message_latencies_ll(ref_cluster):
-    """8 B with LL: tree = 6.8 + 2 (7 x 0.6 + 7 x 5.0) = 85.2 µs; ring = 6.6 + 1792 x max(0.6, 1 µs post
-    overhead) + 254 x 2.7 = 2484.4 µs. Tree LL bandwidth is capped at llMax/2 = 20.4/2 GB/s (Intel host,
-    3+ nodes)."""
+    """8 B with LL: tree = launch + 2 (7 NVLink LL steps + 7 network LL steps); the ring pays 1792 steps at
+    the multi-node ring floor and 254 network steps. Tree LL bandwidth is capped at llMax/2 (Intel host,
+    3+ nodes: 20.4/2 GB/s)."""
+    net_ll = 2 * P.nic_latency_us + 3 * 0.150 + P.proxy_step_us_ll
     tree = collective(ref_cluster, "all_reduce", 8, 1024, algorithm="tree", protocol="LL")
     ring = collective(ref_cluster, "all_reduce", 8, 1024, algorithm="ring", protocol="LL")
-    assert tree.time_s == pytest.approx(85.2e-6 + 8 / (20.4 / 2 * 1e9), rel=1e-9)
-    assert ring.time_s == pytest.approx(2484.4e-6 + 8 / (20.4 / F_AR_1024 * 1e9), rel=1e-9)
+    tree_lat = L + 2 * (7 * P.nvlink_hop_us_ll + 7 * net_ll)
+    ring_lat = L + 1792 * max(P.nvlink_hop_us_ll, P.ring_sync_us) + 254 * net_ll
+    assert tree.time_s == pytest.approx(tree_lat * 1e-6 + 8 / (20.4 / 2 * 1e9), rel=1e-9)  # LL: no pipeline fill
+    assert ring.time_s == pytest.approx(ring_lat * 1e-6 + 8 / (20.4 / F_AR_1024 * 1e9), rel=1e-9)
 
 
 def test_two_ranks_on_two_nodes_use_one_nic(ref_cluster):
-    """2 GPUs, one per node (TP = 8 elsewhere): the group gets 1/8 of the 8 NICs = 47 GB/s; ring steps are
-    all network steps, with NCCL's tree row latency when ppn = 1 (tree/Simple net 14 µs)."""
+    """2 GPUs, one per node (TP = 8 elsewhere): the group gets 1/8 of the 8 NICs = 47 GB/s; both ring steps
+    are network steps."""
     res = collective(ref_cluster, "all_reduce", GIB, 2, ranks_per_node=1, algorithm="ring", protocol="Simple")
-    lat = (8.4 + 0 * 3.0 + 2 * 14.0) * 1.4
-    assert res.time_s == pytest.approx(t(lat, NIC / 1.0), rel=1e-9)
+    net_one_leaf = NET - 2 * 0.150  # nodes 0 and 1 share a leaf: one switch hop
+    assert res.time_s == pytest.approx(t(L + 2 * net_one_leaf, NIC / 1.0), rel=1e-9)
     assert res.nodes == 2 and res.ranks_per_node == 1

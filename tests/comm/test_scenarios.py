@@ -69,3 +69,33 @@ def test_calibration_set_within_tolerance():
     assert summary["failed"] == 0
     assert summary["median_abs_rel_error"] <= 0.10
     assert summary["max_abs_rel_error"] <= 0.25
+
+
+def test_collective_tables_within_tolerance():
+    """validation/collective_tables.yaml (108 published nccl-tests / rccl-tests / DeepEP points): median |error|
+    over all measured values, small messages (<= 64 KiB) and DeepEP rows; the worst case is bounded too
+    (the NVL72 20-rack rows remain the outliers, see docs/comm.md)."""
+    out = validation.run([need_shared(VALIDATION / "collective_tables.yaml")], {"collective"})
+    cases = out["cases"]
+    assert all("error" not in c for c in cases)
+    errs = [abs(v) for c in cases for v in c["rel_error"].values()]
+    small = [abs(v) for c in cases if c["id"] and _bytes(c) <= 65536 for v in c["rel_error"].values()]
+    deepep = [abs(v) for c in cases if "deepep" in c["id"] for v in c["rel_error"].values()]
+    print("median", np.median(errs), "small", np.median(small), "deepep", np.median(deepep), "max", max(errs))
+    assert np.median(errs) <= 0.10
+    assert np.median(small) <= 0.20
+    assert np.median(deepep) <= 0.15
+    assert max(errs) <= 1.5  # 3 cases above 50% remain (GCP TCPXO 16 MiB, li-plus 128 MiB knee, NVL72 20-rack 512 MiB)
+
+
+def _bytes(case: dict) -> float:
+    import yaml
+
+    global _SIZES
+    if not _SIZES:
+        data = yaml.safe_load((VALIDATION / "collective_tables.yaml").read_text())
+        _SIZES.update({c["id"]: float(c["bytes"]) for c in data["cases"]})
+    return _SIZES[case["id"]]
+
+
+_SIZES: dict[str, float] = {}

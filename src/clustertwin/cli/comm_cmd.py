@@ -17,8 +17,10 @@ from clustertwin.cli.common import (
     table,
 )
 from clustertwin.comm import OPS, collective, nodes_placement
+from clustertwin.comm.nccl_tests import fit, format_log, read_logs
 from clustertwin.comm.placement import parse_index_list
 from clustertwin.errors import SpecError
+from clustertwin.ops.calibrate import write_calibration
 from clustertwin.specs.cluster import ClusterSpec
 from clustertwin.units import human_bytes, parse_size
 
@@ -64,7 +66,7 @@ def _short(text: str, limit: int = 40) -> str:
 def comm_command(
     op: str = typer.Argument(..., help=f"Collective: {', '.join(OPS)}."),
     cluster: str = ClusterOpt,
-    gpus: int | None = typer.Option(None, "--gpus", "-n", help="GPUs in the group (default: all)."),
+    gpus: int | None = typer.Option(None, "--gpus", help="GPUs in the group (default: all)."),
     ranks_per_node: int | None = typer.Option(None, "--ranks-per-node",
                                               help="Group members per node (default: min(gpus, GPUs/node))."),
     min_bytes: str = typer.Option("8", "--min-bytes", "-b", help="Smallest size (8, 64K, 8M, 8G)."),
@@ -76,6 +78,11 @@ def comm_command(
     placement: str | None = typer.Option(
         None, "--placement",
         help="Explicit GPU indices: FILE or LIST of ranges, e.g. 0-7,64-71 (nodes:0,8 for whole nodes)."),
+    gpus_per_process: int = typer.Option(1, "--gpus-per-process", "-g",
+                                         help="GPUs one process drives (nccl-tests -g; launches are serial)."),
+    cuda_graph: bool = typer.Option(False, "--cuda-graph", "-G", help="Launch from CUDA graphs (nccl-tests -G)."),
+    log_format: bool = typer.Option(False, "--nccl-tests-log",
+                                    help="Print the prediction as an nccl-tests log (both blocks)."),
     json_out: bool = JsonOpt,
 ) -> None:
     """Predict time, algbw and busbw of a collective over message sizes, as nccl-tests prints them."""
@@ -87,9 +94,15 @@ def comm_command(
         n = spec.total_gpus if where is None else int(where.size)
     sizes = sweep_sizes(parse_size(min_bytes), parse_size(max_bytes), step_factor)
     res = collective(spec, op, sizes, n, ranks_per_node=ranks_per_node, algorithm=algorithm, protocol=protocol,
-                     calibration=load_calibration(calibration), placement=where)
+                     calibration=load_calibration(calibration), placement=where,
+                     gpus_per_process=gpus_per_process, cuda_graph=cuda_graph)
     summary = res.placement.to_dict() if res.placement is not None else None
     time_us = np.asarray(res.time_s) * 1e6
+    if log_format:
+        # the model has no in-place/out-of-place difference: both blocks print the same prediction
+        print(format_log(res.op, sizes, time_us, time_us, res.gpus, res.nodes, gpus_per_process, cuda_graph,
+                         device=spec.node.gpu.name or spec.node.gpu.id or "GPU"), end="")
+        return
     if json_out:
         rows = [{"size_bytes": int(s), "count": int(s) // FLOAT_BYTES, "type": "float", "time_us": float(t),
                  "algbw_gb_per_s": float(a), "busbw_gb_per_s": float(b), "algorithm": str(al),
@@ -118,5 +131,46 @@ def comm_command(
                         rows))
 
 
+def calibrate_command(
+    logs: list[Path] = typer.Argument(..., help="nccl-tests / rccl-tests output files."),
+    nccl_tests: bool = typer.Option(False, "--nccl-tests", help="The files are nccl-tests/rccl-tests logs."),
+    cluster: str = ClusterOpt,
+    output: Path = typer.Option(Path("calibration.yaml"), "--output", "-o", help="Calibration file to write."),
+    fit_names: str | None = typer.Option(None, "--fit", help="Comm parameters to fit, comma-separated "
+                                         "(default: efficiency and latency terms the logs exercise)."),
+    json_out: bool = JsonOpt,
+) -> None:
+    """Fit the collective model's named parameters to your own nccl-tests logs; writes a Calibration that
+    every command accepts with --calibration."""
+    if not nccl_tests:
+        raise SpecError("calibrate needs a source: --nccl-tests LOG... (node bench writes its own with "
+                        "--calibration-out)")
+    spec = load_cluster(cluster)
+    parsed = read_logs([str(p) for p in logs])
+    names = [n.strip() for n in fit_names.split(",") if n.strip()] if fit_names else None
+    res = fit(spec, parsed, names)
+    write_calibration(res.calibration, str(output))
+    summary = {"output": str(output), "logs": [{"file": lg.name, "op": lg.op, "ranks": lg.ranks, "hosts": lg.hosts,
+                                                 "rows": len(lg.rows), "blocks": lg.blocks,
+                                                 "rows_wrong": lg.wrong_rows, "malformed": len(lg.malformed),
+                                                 "cuda_graph": lg.cuda_graph,
+                                                 "gpus_per_process": lg.gpus_per_process} for lg in parsed],
+               "comm": res.params, "timings_used": res.blocks_used,
+               "median_abs_time_error_before": res.median_abs_error_before,
+               "median_abs_time_error_after": res.median_abs_error_after}
+    if json_out:
+        print_json(summary)
+        return
+    rows = [[Path(lg.name).name, lg.op, str(lg.ranks), str(lg.hosts), str(len(lg.rows)), str(lg.blocks),
+             str(lg.wrong_rows), str(len(lg.malformed))] for lg in parsed]
+    console.print(table("nccl-tests logs", ["file", "op", "ranks", "hosts", "rows", "timings", "#wrong rows",
+                                            "malformed"], rows))
+    console.print(table("fitted comm parameters", ["parameter", "value"],
+                        [[k, f"{v:.4g}"] for k, v in res.params.items()]))
+    console.print(f"median |time error| {res.median_abs_error_before:.1%} -> {res.median_abs_error_after:.1%} "
+                  f"over {res.blocks_used} timings; calibration written to {output}")
+
+
 def register(app: typer.Typer) -> None:
     app.command("comm")(comm_command)
+    app.command("calibrate")(calibrate_command)

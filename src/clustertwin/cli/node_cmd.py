@@ -185,7 +185,7 @@ def bench_command(
                             [[m.where, m.bytes_per_copy, m.gb_per_s, m.peak_gb_per_s, m.pct_of_peak, m.peak_source]
                              for m in report.memory]))
     for c in report.collectives:
-        console.print(bm.format_nccl_tests(c), markup=False, highlight=False)
+        console.print(bm.format_nccl_tests(c), markup=False, highlight=False, soft_wrap=True)
     if report.storage:
         st = report.storage
         exp = st.expected

@@ -1,6 +1,10 @@
 """Collective communication cost models (NCCL-style): all_reduce, all_gather, reduce_scatter, all_to_all,
-broadcast, reduce and send/recv over a GPU group placed on a cluster. See docs/comm.md."""
+broadcast, reduce and send/recv over a GPU group placed on a cluster, plus DeepEP's expert-parallel
+all_to_all. Modules by mechanism: links (bandwidths), latency (physical steps), algorithms (NCCL's
+candidates), hierarchical (chunked phase composition), alltoall (NCCL pairwise and DeepEP), model
+(choice and timing), nccl_tests (log reader and fit). See docs/comm.md."""
 
+from clustertwin.comm.alltoall import ExpertAllToAll, expert_all_to_all
 from clustertwin.comm.model import (
     ALGORITHMS,
     OPS,
@@ -25,10 +29,12 @@ __all__ = [
     "Candidate",
     "CollectiveResult",
     "CommParams",
+    "ExpertAllToAll",
     "Links",
     "Placement",
     "busbw_factor",
     "collective",
+    "expert_all_to_all",
     "links",
     "nodes_placement",
 ]

@@ -77,6 +77,13 @@ PER_CHANNEL_RING_LL128_GB_PER_S: Final[dict[str, float]] = {
 }
 """Per-channel ceiling of ring LL128 bandwidth, GB/s (``perChMaxRingLL128Bws``)."""
 
+PER_CHANNEL_TREE_GB_PER_S: Final[dict[str, tuple[float, float, float]]] = {
+    "hopper": (38.7, 41.4, 36.0), "blackwell": (70.0, 42.8, 24.0),
+}
+"""Per-channel ceiling of tree all-reduce bus bandwidth, GB/s, for (1, 2, >= 3 nodes) (tuning.cc
+``perChMaxTreeBws``; Hopper and Blackwell rows as in the research notes, older generations uncapped here).
+Tree algbw <= 0.5 x channels x this (NCCL's tree busBw -> algBw ratio 0.5)."""
+
 NVLS_EFFICIENCY: Final[dict[str, float]] = {"hopper": 0.85, "blackwell": 0.74}
 """NVLink SHARP efficiency per generation (tuning.cc ``nvlsEfficiency``); other NVLS-capable parts
 default to the Hopper value."""

@@ -58,31 +58,78 @@ class CommParams(BaseModel):
     collnet_arity_us: NonNeg = 0.4
     """CollNet-Direct arity serialization latency per local rank, µs (tuning.cc 0.4)."""
     net_overhead_us_intel: NonNeg = 1.0
-    """Host network-post overhead per ring step on Intel hosts, µs (tuning.cc getNetOverhead)."""
+    """Tuner only: host network-post overhead per ring step on Intel hosts, µs (tuning.cc getNetOverhead)."""
     net_overhead_us_amd: NonNeg = 2.0
-    """Same on AMD hosts, µs."""
+    """Tuner only: same on AMD hosts, µs."""
     simple_net_overhead_factor: Positive = 3.0
-    """Multiplier of the net-post overhead for the Simple protocol (tuning.cc x 3)."""
-    ll_intra_factor: Positive = 1.0
-    """Multiplier of intra-node LL hop latency on multi-node rings (NCCL >= 2.19 floors it at the net
-    overhead instead of the older x 1.8)."""
+    """Tuner only: multiplier of the net-post overhead for the Simple protocol (tuning.cc x 3)."""
     ring_plateau_factor: Positive = 1.4
-    """Multi-node ring/Simple all-reduce latency multiplier on Ampere and later (1.9 before): NCCL's
-    'plateau effect of ring' (tuning.cc ncclTopoGetAlgoTime)."""
+    """Tuner only: multi-node ring/Simple all-reduce latency multiplier on Ampere and later (tuning.cc
+    'plateau effect of ring'); it steers NCCL's choice, the physical time does not use it."""
     channels: Positive = 16.0
-    """NCCL channels per communicator, used for per-channel caps and the ring plateau threshold
-    (NCCL picks 16-32 on 8-GPU NVSwitch nodes with 8 NICs)."""
+    """NCCL channels of a ring/tree communicator on NVLink nodes, for the per-channel caps and the chunk
+    count of pipelined phases (NCCL picks 16-32 on 8-GPU NVSwitch nodes; 2 per NIC across nodes)."""
     reference_hop_latency_us: NonNeg = 5.0
-    """Network hop latency that NCCL's table already assumes (IB/RoCE, Tree LL); a fabric whose
-    ``hop_latency_us`` exceeds it (TCP sockets) adds the excess to every network step."""
-    nvlink_latency_scale: Positive = 1.0
-    """Multiplier on NCCL's NVLink hop latencies (calibration knob)."""
-    pcie_latency_scale: Positive = 1.0
-    """Multiplier on NCCL's PCIe hop latencies (calibration knob)."""
-    net_latency_scale: Positive = 1.0
-    """Multiplier on NCCL's network hop latencies (calibration knob)."""
-    base_latency_scale: Positive = 1.0
-    """Multiplier on NCCL's base (launch) latencies (calibration knob)."""
+    """Network hop latency of an RDMA fabric (the catalog's ``hop_latency_us`` of IB/RoCE); a fabric above
+    it (TCP sockets, TCPXO) adds the excess to every network step, tuner and physical alike."""
+
+    # ---- physical latency model (comm.latency), separate from NCCL's tuner tables. The defaults below are
+    # a least-squares fit (log time, soft-L1) of these global terms to validation/collective_tables.yaml +
+    # collective.yaml within physical bounds; the docstrings give the magnitudes' sources.
+    launch_us: NonNeg = 5.0
+    """Host cost of launching one collective kernel on one GPU without CUDA graphs (cudaLaunchKernel plus
+    NCCL's enqueue, ~3-6 µs on current drivers); a process driving G GPUs (nccl-tests ``-g G``) pays it G
+    times in series. Fitted on validation/collective_tables.yaml (Azure -g 8 rows vs mpirun rows)."""
+    graph_launch_us: NonNeg = 0.3
+    """Per-collective launch cost inside a CUDA/HIP graph (nccl-tests ``-G``): the graph node's kernel
+    start, ~1-2 µs (ROCm blog MI300X: 64 B all-reduce 6 µs with graphs vs ~13 µs without)."""
+    nvlink_hop_us_ll: NonNeg = 0.57
+    """One NVLink/NVSwitch ring step with LL (8-byte flag+data stores, the receiver polls): store latency
+    through the switch, ~0.5 µs (NCCL tuner NVLink ring LL 0.6)."""
+    nvlink_hop_us_ll128: NonNeg = 3.0
+    """Same with LL128 (128-byte lines with a flag word per line). Fitted at its upper bound, above the
+    Simple row: the LL128 sizes (~1-32 MiB) are where per-channel chunking costs show, which this term
+    absorbs (a known compromise, docs/comm.md Limits)."""
+    nvlink_hop_us_simple: NonNeg = 1.35
+    """Same with Simple (bulk copy, __threadfence_system, then a flag in the peer's FIFO)."""
+    blackwell_hop_scale: Positive = 2.65
+    """NVLink-5 (Blackwell, incl. NVL72 multi-node NVLink) step latency relative to the rows above: 8x B200
+    ring LL ~23 µs at 32 KiB with graphs (nccl-tests#333), 8 GB200 over two trays 21.6 µs at 8 B (OKE)."""
+    pcie_hop_us_ll: NonNeg = 1.0
+    """One PCIe peer-to-peer (or host-bounce) ring step with LL (NCCL tuner PCI ring LL 1.0)."""
+    pcie_hop_us_simple: NonNeg = 4.0
+    """Same with Simple (NCCL tuner PCI ring Simple 5.7, tree 4.0)."""
+    nic_latency_us: NonNeg = 3.0
+    """One-way NIC latency (doorbell, DMA read, wire serialisation) per NIC traversed; a network step
+    crosses two (ConnectX-7 RDMA write ~1-2 µs end to end)."""
+    proxy_step_us_ll: NonNeg = 1.0
+    """NCCL proxy/progress cost of one network step with LL/LL128 beyond the two NIC traversals: the CPU
+    proxy thread notices the GPU's FIFO and posts ibv_post_send (NCCL tuner net ring LL 2.7 µs in total,
+    of which the NICs take most)."""
+    proxy_step_us_simple: NonNeg = 14.0
+    """Same with Simple, which adds the GPUDirect flush and clear-to-send round trip (NCCL tuner net
+    Simple 14 µs; held at that value, the fit moves little: median 9.2% free vs 9.5%)."""
+    ring_sync_us: NonNeg = 3.9
+    """Multi-node rings: every step, NVLink ones too, waits for the proxy's progress of the ring's
+    network steps, so a step costs at least this (the physical side of NCCL's net-overhead floor)."""
+    nvls_phase_us: NonNeg = 1.0
+    """One NVLink-SHARP phase (multimem.ld_reduce or multimem.st plus the NVSwitch barrier); an NVLS
+    all-reduce is two phases. The fit puts it at its lower bound: NVLS's cost at 1-16 MiB is its pipeline
+    fill (``fill_stages``), not a fixed latency."""
+    chunk_bytes: Positive = 524288.0
+    """Pipeline chunk per channel of hierarchical (two-phase) algorithms: NCCL_BUFFSIZE 4 MiB / NCCL_STEPS
+    8 = 512 KiB. A message of S bytes runs k = S / (chunk x channels) chunks, so two phases of t1 and t2
+    take max(t1, t2) + min(t1, t2) / k: sequential for one chunk, overlapped for many. Largest chunk of the
+    pipeline fill (:func:`clustertwin.comm.hierarchical.fill_s`)."""
+    fill_stages: NonNeg = 4.0
+    """Pipeline fill of multi-stage Simple pipelines (NVLS, tree with a scale-up chain, NVLSTree, CollNet; LL and
+    LL128 stream at fine granularity and pay none): before the pipeline
+    streams, the first chunks cross this many stages, adding ``fill_stages x min(S, chunk_bytes x
+    channels) / algbw``. Fitted on validation/collective_tables.yaml; a per-depth fill (stages = the
+    pipeline's depth, chunk shrunk for deep pipelines) fitted worse there (median 11% vs 9%)."""
+    deepep_ll_overhead_us: NonNeg = 30.0
+    """DeepEP low-latency kernels: fixed cost beyond launch and data (IBGDA atomics for the per-expert
+    counters, the receiver's spin on them, the round trip), ~30-40 µs from DeepEP's V1 tables (EP8-256)."""
 
     def with_overrides(self, overrides: dict[str, Any] | None) -> CommParams:
         """A copy with fields replaced by name; unknown names raise SpecError with the nearest name."""

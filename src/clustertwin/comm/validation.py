@@ -3,7 +3,9 @@
 A case gives ``node`` (preset id or inline node spec), ``nodes`` and/or ``gpus``, ``op``, ``bytes``
 (nccl-tests size S), optionally ``algorithm``/``protocol`` (forced as NCCL_ALGO/NCCL_PROTO),
 ``ranks_per_node``, ``network`` (else the cluster default: InfiniBand matching the NIC rate) and
-``calibration`` (``{comm: {...}}``). Predicted keys: ``busbw_gb_per_s``, ``algbw_gb_per_s``,
+``calibration`` (``{comm: {...}}``), ``gpus_per_process`` (nccl-tests ``-g``, default 1: one process
+per GPU as with mpirun), ``cuda_graph`` (nccl-tests ``-G``, default false) and ``symmetric_memory``
+(nccl-tests ``-R 2``, default false). Predicted keys: ``busbw_gb_per_s``, ``algbw_gb_per_s``,
 ``time_us``, plus the chosen ``algorithm`` and ``protocol``.
 """
 
@@ -17,7 +19,8 @@ from clustertwin.errors import SpecError, did_you_mean
 from clustertwin.units import parse_size
 
 CASE_KEYS = frozenset({"id", "kind", "source", "notes", "measured", "node", "nodes", "gpus", "op", "bytes",
-                       "algorithm", "protocol", "ranks_per_node", "network", "cluster", "calibration"})
+                       "algorithm", "protocol", "ranks_per_node", "network", "cluster", "calibration",
+                       "gpus_per_process", "cuda_graph", "symmetric_memory"})
 
 
 def _cluster(case: dict[str, Any]) -> specs.ClusterSpec:
@@ -55,7 +58,10 @@ def evaluate(case: dict[str, Any]) -> dict[str, Any]:
         if "calibration" in case else None
     res = collective(cluster, str(case["op"]), float(parse_size(case["bytes"])), gpus,
                      ranks_per_node=case.get("ranks_per_node"), algorithm=case.get("algorithm"),
-                     protocol=case.get("protocol"), calibration=calibration)
+                     protocol=case.get("protocol"), calibration=calibration,
+                     gpus_per_process=int(case.get("gpus_per_process", 1)),
+                     cuda_graph=bool(case.get("cuda_graph", False)),
+                     symmetric_memory=bool(case.get("symmetric_memory", False)))
     return {
         "busbw_gb_per_s": round(float(res.busbw_gb_per_s), 3),
         "algbw_gb_per_s": round(float(res.algbw_gb_per_s), 3),

@@ -113,6 +113,9 @@ class CollectiveRow:
     algbw_gb_per_s: float
     busbw_gb_per_s: float
     wrong: int
+    ip_time_us: float | None = None
+    """The other nccl-tests block (in-place, output buffer = input), when torch has both variants."""
+    ip_wrong: int | None = None
 
 
 @dataclass
@@ -123,6 +126,8 @@ class CollectiveResult:
     device: str
     rows: list[CollectiveRow]
     versions: str = ""
+    block: str = "out-of-place"
+    """nccl-tests block of the main timing: torch.distributed.all_reduce is in-place only."""
 
     @property
     def avg_busbw_gb_per_s(self) -> float:
@@ -351,9 +356,12 @@ def _free_port() -> int:
 
 
 def _op_pair(dist: Any, torch: Any, op: str, rank: int, world: int, count: int,
-             dev: Any) -> tuple[Callable[[], Any], Callable[[], int], int]:
+             dev: Any, in_place: bool = False) -> tuple[Callable[[], Any], Callable[[], int], int]:
     """(run, check, total element count) of one collective. Rank r contributes the value r + 1, so a sum is
-    n(n+1)/2 and a gather is 1, 2, ..., n chunk by chunk; ``check`` returns the number of wrong elements."""
+    n(n+1)/2 and a gather is 1, 2, ..., n chunk by chunk; ``check`` returns the number of wrong elements.
+    ``in_place`` (all_gather, reduce_scatter): the input is this rank's slice of the output (all_gather) or
+    the output is this rank's slice of the input (reduce_scatter), as nccl-tests' in-place block runs them;
+    all_reduce is always in-place in torch."""
     total = world * (world + 1) / 2
     gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
     scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
@@ -371,8 +379,9 @@ def _op_pair(dist: Any, torch: Any, op: str, rank: int, world: int, count: int,
         return run, check, count
     per = max(count // world, 1)
     if op == "all_gather":
-        inp = torch.full((per,), float(rank + 1), device=dev)
         out = torch.empty(per * world, device=dev)
+        inp = out[rank * per:(rank + 1) * per] if in_place else torch.empty(per, device=dev)
+        inp.fill_(float(rank + 1))
         expect = torch.arange(1, world + 1, device=dev, dtype=out.dtype).repeat_interleave(per)
 
         def run() -> Any:
@@ -380,18 +389,21 @@ def _op_pair(dist: Any, torch: Any, op: str, rank: int, world: int, count: int,
 
         def check() -> int:
             out.zero_()
+            inp.fill_(float(rank + 1))
             gather(out, inp)
             return int((out != expect).sum())
 
         return run, check, per * world
     inp = torch.full((per * world,), float(rank + 1), device=dev)
-    out = torch.empty(per, device=dev)
+    out = inp[rank * per:(rank + 1) * per] if in_place else torch.empty(per, device=dev)
 
     def run() -> Any:
         return scatter(out, inp)
 
     def check() -> int:
-        out.zero_()
+        inp.fill_(float(rank + 1))
+        if not in_place:
+            out.zero_()
         scatter(out, inp)
         return int((out != total).sum())
 
@@ -415,14 +427,20 @@ def _collective_worker(rank: int, world: int, init_method: str, backend: str, op
         for op in ops:
             rows = []
             for size in sizes:
-                run, check, count = _op_pair(dist, torch, op, rank, world, size // FLOAT32_BYTES, dev)
-                dist.barrier()
-                t = _timed_collective(run, sync, dist, torch, dev)
-                tt = torch.tensor([t], dtype=torch.float64, device=dev)
-                dist.all_reduce(tt, op=dist.ReduceOp.MAX)
-                wrong = torch.tensor([check()], dtype=torch.float64, device=dev)
-                dist.all_reduce(wrong)
-                rows.append({"size": count * FLOAT32_BYTES, "count": count, "time_s": float(tt.item()), "wrong": int(wrong.item())})
+                row: dict[str, Any] = {}
+                for in_place in ((False,) if op == "all_reduce" else (False, True)):
+                    run, check, count = _op_pair(dist, torch, op, rank, world, size // FLOAT32_BYTES, dev,
+                                                 in_place)
+                    dist.barrier()
+                    t = _timed_collective(run, sync, dist, torch, dev)
+                    tt = torch.tensor([t], dtype=torch.float64, device=dev)
+                    dist.all_reduce(tt, op=dist.ReduceOp.MAX)
+                    wrong = torch.tensor([check()], dtype=torch.float64, device=dev)
+                    dist.all_reduce(wrong)
+                    key = "ip_" if in_place else ""
+                    row.update({"size": count * FLOAT32_BYTES, "count": count, f"{key}time_s": float(tt.item()),
+                                f"{key}wrong": int(wrong.item())})
+                rows.append(row)
             results[op] = rows
         if rank == 0:
             Path(out_path).write_text(json.dumps(results))
@@ -471,23 +489,40 @@ def collectives(ops: Sequence[str] = ("all_reduce",), sizes: Sequence[int] | Non
     for op in ops:
         factor = BUSBW_FACTOR[op](world)
         rows = [CollectiveRow(r["size"], r["count"], r["time_s"] / US, r["size"] / r["time_s"] / GB,
-                              r["size"] / r["time_s"] / GB * factor, r["wrong"]) for r in data[op]]
-        res.append(CollectiveResult(op, backend, world, device, rows, versions))
+                              r["size"] / r["time_s"] / GB * factor, r["wrong"],
+                              r["ip_time_s"] / US if "ip_time_s" in r else None, r.get("ip_wrong"))
+                for r in data[op]]
+        res.append(CollectiveResult(op, backend, world, device, rows, versions,
+                                    "in-place" if op == "all_reduce" else "out-of-place"))
     return res, []
 
 
 def format_nccl_tests(res: CollectiveResult) -> str:
-    """The table as nccl-tests prints it (out-of-place block), with its average bus bandwidth line."""
-    lines = [f"# {res.op} on {res.device}, backend {res.backend} ({res.versions})",
-             "#" + " " * 62 + "out-of-place",
+    """The table as nccl-tests prints it: out-of-place and in-place blocks, ``N/A`` in a block torch has
+    no variant for (all_reduce is in-place only), then the out-of-bounds and average bus bandwidth lines."""
+    factor = BUSBW_FACTOR[res.op](res.world_size)
+    lines = [f"# Collective test starting: {res.op}_perf",
+             f"# {res.op} on {res.device}, backend {res.backend} ({res.versions})",
+             "#" + " " * 62 + "out-of-place                       in-place",
              f"# {'size':>10} {'count':>12} {'type':>6} {'redop':>6} {'root':>6} {'time':>8} {'algbw':>7} "
-             f"{'busbw':>7} {'#wrong':>6}",
-             f"# {'(B)':>10} {'(elements)':>12} {'':>6} {'':>6} {'':>6} {'(us)':>8} {'(GB/s)':>7} {'(GB/s)':>7}"]
+             f"{'busbw':>7} {'#wrong':>6} {'time':>8} {'algbw':>7} {'busbw':>7} {'#wrong':>6}",
+             f"# {'(B)':>10} {'(elements)':>12} {'':>6} {'':>6} {'':>6} {'(us)':>8} {'(GB/s)':>7} {'(GB/s)':>7} "
+             f"{'':>6} {'(us)':>8} {'(GB/s)':>7} {'(GB/s)':>7}"]
     redop = "none" if res.op == "all_gather" else "sum"
+    na = f"{'N/A':>8} {'N/A':>7} {'N/A':>7} {'N/A':>6}"
+
+    def cells(t_us: float | None, wrong: int | None, size: int) -> str:
+        if t_us is None:
+            return na
+        alg = size / (t_us * US) / GB
+        return f"{t_us:>8.1f} {alg:>7.2f} {alg * factor:>7.2f} {wrong if wrong is not None else 0:>6}"
+
     for r in res.rows:
-        lines.append(f"  {r.size_bytes:>10} {r.count:>12} {'float':>6} {redop:>6} {-1:>6} {r.time_us:>8.1f} "
-                     f"{r.algbw_gb_per_s:>7.2f} {r.busbw_gb_per_s:>7.2f} {r.wrong:>6}")
-    wrong = sum(r.wrong for r in res.rows)
+        main = cells(r.time_us, r.wrong, r.size_bytes)
+        other = cells(r.ip_time_us, r.ip_wrong, r.size_bytes)
+        oop, ip = (na, main) if res.block == "in-place" else (main, other)
+        lines.append(f"  {r.size_bytes:>10} {r.count:>12} {'float':>6} {redop:>6} {-1:>6} {oop} {ip}")
+    wrong = sum(r.wrong + (r.ip_wrong or 0) for r in res.rows)
     lines.append(f"# Out of bounds values : {wrong} {'OK' if wrong == 0 else 'FAILED'}")
     lines.append(f"# Avg bus bandwidth    : {res.avg_busbw_gb_per_s:.3f}")
     return "\n".join(lines)

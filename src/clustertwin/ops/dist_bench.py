@@ -54,7 +54,8 @@ def run(op: str, sizes: list[int], backend: str | None = None) -> CollectiveResu
         dist.destroy_process_group()
     if rank != 0:
         return None
-    return CollectiveResult(op, backend, world, f"{world} ranks", rows, f"torch {torch.__version__}")
+    return CollectiveResult(op, backend, world, f"{world} ranks", rows, f"torch {torch.__version__}",
+                            "in-place" if op == "all_reduce" else "out-of-place")
 
 
 def main(argv: list[str] | None = None) -> int:

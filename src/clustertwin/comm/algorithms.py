@@ -1,0 +1,336 @@
+"""NCCL's algorithms and protocols as candidates: each with the tuner's latency (to choose) and the
+physical latency and link bandwidths (to time).
+
+Every (algorithm, protocol) candidate carries
+
+* ``tuner_us``: NCCL's own latency estimate (``tuning.cc``, :mod:`.constants`), used only to reproduce
+  NCCL's choice: ring ``base + (nsteps - nInter) intra + nInter inter``; tree ``base + 2 ((ppn-1) intra +
+  log2(nodes) inter)``; NVLS ``intra (+ inter)``; NVLSTree ``intra + 2 log2(nodes) inter``;
+* ``latency_us``: the physical latency of the same pattern from :mod:`.latency` (launch + steps);
+* per-link algorithm bandwidths (GB/s) ``intra_algbw`` (scale-up), ``inter_algbw`` (network) and a
+  protocol cap ``cap_algbw``; ring LL x0.5 capped at NCCL's llMax, LL128 x0.92 capped at ``channels x``
+  the per-channel LL128 rate, tree x0.92 (LL /3.8, LL128 x7/9 on one node, x120/128 across nodes),
+  NVLS ``B x eff x ppn/(ppn+1)`` (ld_reduce sends S and receives S/ppn, multimem.st the reverse);
+* ``phased``: the two link classes are separate pipeline phases (tree, NVLSTree, CollNet: scale-up
+  reduce, network tree, scale-up broadcast), composed by :func:`clustertwin.comm.hierarchical.compose`
+  with chunking; a ring's step uses both links at once and is bounded by the slower one.
+
+all_to_all is in :mod:`.alltoall`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from clustertwin.comm import constants as C
+from clustertwin.comm.latency import StepLatency, step_latency
+from clustertwin.comm.links import MESH_KINDS, NVLINK_KINDS, Links, generation, links
+from clustertwin.comm.params import CommParams
+from clustertwin.comm.placement import Placement, contiguous_placement
+from clustertwin.comm.result import busbw_factor
+from clustertwin.comm.span import GroupSpan
+from clustertwin.specs.cluster import ClusterSpec
+
+NVLS_MAX_ARITY = 32
+"""Most local ranks an NVLS communicator reduces over (NCCL ``NCCL_MAX_NVLS_ARITY`` in device.h); larger
+NVLink domains (a whole NVL72 rack) run ring/tree over NVLink instead."""
+RDMA_FABRICS = frozenset({"infiniband", "roce"})
+"""Fabrics with GPUDirect RDMA; over TCP sockets (``ethernet``) or PSM2 (``omnipath``) LL128 is off."""
+PRE_LL128_ARCHS = frozenset({"kepler", "maxwell", "pascal"})
+"""Architectures below compute capability 7.0, where NCCL disables LL128."""
+
+__all__ = ["MESH_KINDS", "Candidate", "Ctx", "candidates", "context"]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One (algorithm, protocol) option: tuner latency, physical latency (µs) and per-link algbw (GB/s)."""
+
+    algorithm: str
+    protocol: str
+    tuner_us: float
+    latency_us: float
+    intra_algbw: float
+    inter_algbw: float
+    cap_algbw: float = math.inf
+    phased: bool = False
+    depth: int = 0
+    """Pipeline stages a chunk crosses (NVLS 2, tree 2 (ppn - 1 + log2 nodes), NVLSTree 2 + 2 log2 nodes,
+    CollNet 4); a multi-stage pipeline (depth >= 2) pays the pipeline fill
+    (:func:`clustertwin.comm.hierarchical.fill_s`). 0: no fill (rings, point-to-point)."""
+    tuner_intra_only: bool = False
+    tree_correction: bool = False
+    plateau: bool = False
+    default_on: bool = True
+    report_factor: float | None = None
+    """busbw = algbw x this instead of nccl-tests' factor (DeepEP's bottleneck-bandwidth convention)."""
+
+
+@dataclass(frozen=True)
+class Ctx:
+    """Everything the candidates of one (cluster, op, group) need, computed once."""
+
+    cluster: ClusterSpec
+    op: str
+    n: int
+    ppn: int
+    nodes: int
+    span: GroupSpan
+    links: Links
+    p: CommParams
+    placement: Placement
+    gen: str
+    ll128: bool
+    sharp: bool
+    nvls: bool
+    ll_max: float
+    net_overhead_us: float
+    net_extra_us: float
+    steps: StepLatency
+    symmetric: bool = False
+
+    # ---- NCCL tuner table (selection only)
+    def hw(self, hop: str, algo: str, proto: str) -> float:
+        return C.HW_LATENCY_US[hop][algo][proto]
+
+    def base(self, algo: str, proto: str) -> float:
+        return C.BASE_LATENCY_US[algo][proto]
+
+    def inter(self, algo: str, proto: str) -> float:
+        """Tuner network step: NCCL's table plus the fabric's excess hop latency (twice for Simple)."""
+        extra = self.net_extra_us * (2.0 if proto == "Simple" else 1.0)
+        return self.hw(C.NET, algo, proto) + extra
+
+    def protocols(self) -> tuple[str, ...]:
+        return C.PROTOCOLS if self.ll128 else ("LL", "Simple")
+
+
+def context(cluster: ClusterSpec, op: str, n: int, ppn: int, p: CommParams, pl: Placement | None,
+            gpus_per_process: int = 1, cuda_graph: bool = False, symmetric: bool = False) -> Ctx:
+    """Links, protocol availability, NCCL's llMax and the step latencies of one group."""
+    pl = pl if pl is not None else contiguous_placement(cluster, n, ppn)
+    nodes, span = pl.nodes, pl.span
+    lk = links(cluster, ppn, span, p)
+    gen = generation(cluster)
+    node = cluster.node
+    fabric = cluster.fabric
+    intra_nvlink = node.scale_up.kind in NVLINK_KINDS and node.scale_up_gb_per_s > 0
+    ll128 = ((intra_nvlink or ppn == 1) and (nodes == 1 or fabric.kind in RDMA_FABRICS)
+             and node.gpu.arch.strip().lower() not in PRE_LL128_ARCHS)
+    net = cluster.net
+    sharp = bool(fabric.sharp if net.sharp is None else net.sharp)
+    nvls = node.scale_up.kind == "nvswitch" and node.gpu.nvls and 2 <= ppn <= NVLS_MAX_ARITY
+    vendor = (node.cpu.vendor if node.cpu is not None else "intel").lower()
+    vendor = "amd" if vendor == "amd" else "intel"
+    if nodes == 1:
+        ll_max = C.LL_MAX_GB_PER_S_SINGLE_NODE[gen]
+    else:
+        ll_max = C.LL_MAX_GB_PER_S_MULTI_NODE[vendor][0 if nodes == 2 else 1]
+    overhead = p.net_overhead_us_amd if vendor == "amd" else p.net_overhead_us_intel
+    extra = max(0.0, fabric.hop_latency_us - p.reference_hop_latency_us)
+    steps = step_latency(p, lk.intra_hop, nodes > 1, span.max_hops, fabric.switch_latency_ns,
+                         fabric.hop_latency_us, gpus_per_process, cuda_graph, gen == "blackwell")
+    return Ctx(cluster, op, n, ppn, nodes, span, lk, p, pl, gen, ll128, sharp, nvls, ll_max, overhead, extra,
+               steps, symmetric and nodes == 1 and lk.intra_hop == C.NVLINK)
+
+
+def _ring_protocol(cx: Ctx, proto: str, factor: float) -> tuple[float, float]:
+    """(bandwidth multiplier, algbw cap) of a ring-like protocol: LL x0.5 capped at llMax busbw,
+    LL128 x0.92 capped at channels x per-channel LL128 busbw, Simple x1."""
+    if proto == "LL":
+        return cx.p.ll_bw_factor, cx.ll_max / factor
+    if proto == "LL128":
+        return cx.p.ll128_bw_factor, cx.p.channels * C.PER_CHANNEL_RING_LL128_GB_PER_S[cx.gen] / factor
+    return 1.0, math.inf
+
+
+def _inf_if(cond: bool, value: float) -> float:
+    return value if cond else math.inf
+
+
+def _log2i(x: int) -> int:
+    return max(int(x).bit_length() - 1, 0)
+
+
+def tree_volume(nodes: int) -> float:
+    """Bytes each node sends (and receives) over the network per byte of all-reduce in NCCL's double
+    binary tree: 2 nodes -> 1, 3 -> 1.5, >= 4 -> 2 (interior with two children in one tree, leaf in the
+    other)."""
+    if nodes <= 1:
+        return 0.0
+    return {2: 1.0, 3: 1.5}.get(nodes, 2.0)
+
+
+def _ring_tuner_us(cx: Ctx, proto: str, nsteps: int, ninter: int) -> float:
+    intra = cx.hw(cx.links.intra_hop, "ring", proto)
+    if cx.nodes > 1:
+        overhead = cx.net_overhead_us * (cx.p.simple_net_overhead_factor if proto == "Simple" else 1.0)
+        intra = max(intra, overhead)
+    inter = cx.inter("tree" if cx.ppn == 1 else "ring", proto)
+    return cx.base("ring", proto) + (nsteps - ninter) * intra + ninter * inter
+
+
+def _ring_us(cx: Ctx, proto: str, nsteps: int, ninter: int) -> float:
+    s = cx.steps
+    return s.launch_us + (nsteps - ninter) * max(s.intra(proto), s.ring_floor_us) + ninter * s.net(proto)
+
+
+def _ring_family(cx: Ctx) -> list[Candidate]:
+    op, n, nodes, lk = cx.op, cx.n, cx.nodes, cx.links
+    multi, local = nodes > 1, cx.ppn > 1
+    f = busbw_factor(op, n)
+    nsteps = 2 * (n - 1) if op == "all_reduce" else n - 1
+    ninter = (2 * (nodes - 1) if op == "all_reduce" else nodes - 1) if multi else 0
+    if cx.ppn == 1:
+        ninter = nsteps
+    out = []
+    for proto in cx.protocols():
+        mult, cap = _ring_protocol(cx, proto, f)
+        out.append(Candidate(
+            "ring", proto, _ring_tuner_us(cx, proto, nsteps, ninter), _ring_us(cx, proto, nsteps, ninter),
+            _inf_if(local, lk.intra_ring_gb_per_s * mult / f), _inf_if(multi, lk.ring_net_gb_per_s * mult / f),
+            cap, tuner_intra_only=nodes <= 2 and local,
+            plateau=op == "all_reduce" and proto == "Simple" and multi and cx.gen != "volta"))
+    return out
+
+
+def _tree(cx: Ctx) -> list[Candidate]:
+    ppn, nodes, lk, p, s = cx.ppn, cx.nodes, cx.links, cx.p, cx.steps
+    multi, local = nodes > 1, ppn > 1
+    vol = tree_volume(nodes)
+    per_ch = C.PER_CHANNEL_TREE_GB_PER_S.get(cx.gen)
+    ch_cap = 0.5 * p.channels * per_ch[min(nodes, 3) - 1] if per_ch else math.inf
+    out = []
+    for proto in cx.protocols():
+        eff, cap = p.tree_efficiency, ch_cap
+        if proto == "LL":
+            eff *= p.tree_ll_factor
+            cap = min(cap, 0.5 * cx.ll_max)  # NCCL caps tree LL busBw (= 2 x tree algBw) at llMax
+        elif proto == "LL128":
+            eff *= p.tree_ll128_factor_single_node if nodes == 1 else p.tree_ll128_factor_multi_node
+        tuner = cx.base("tree", proto) + 2 * ((ppn - 1) * cx.hw(lk.intra_hop, "tree", proto)
+                                              + _log2i(nodes) * cx.inter("tree", proto))
+        phys = s.launch_us + 2 * ((ppn - 1) * s.intra(proto) + _log2i(nodes) * s.net(proto))
+        out.append(Candidate(
+            "tree", proto, tuner, phys, _inf_if(local, lk.intra_ring_gb_per_s / 2.0 * eff),
+            _inf_if(multi, lk.ring_net_gb_per_s / max(vol, 1.0) * eff), cap, phased=multi and local,
+            depth=2 * (ppn - 1 + _log2i(nodes)) if local and proto == "Simple" else 0,
+            tuner_intra_only=nodes <= 2 and local, tree_correction=True))
+    return out
+
+
+def _nvls(cx: Ctx) -> list[Candidate]:
+    ppn, nodes, lk, p, s = cx.ppn, cx.nodes, cx.links, cx.p, cx.steps
+    eff = p.nvls_efficiency or C.NVLS_EFFICIENCY.get(cx.gen, C.NVLS_EFFICIENCY["hopper"])
+    algbw = lk.nvlink_gb_per_s * eff * ppn / (ppn + 1)
+    tuner_intra = cx.hw(C.NVLINK, "nvls", "Simple")
+    phys_intra = s.launch_us + 2 * s.nvls_phase_us
+    if nodes == 1:
+        return [Candidate("nvls", "Simple", tuner_intra, phys_intra, algbw, math.inf, depth=2)]
+    out = []
+    if cx.sharp:  # NVLS across nodes reduces in the IB switches: S out and S in per node
+        out.append(Candidate("nvls", "Simple", tuner_intra + cx.inter("nvls", "Simple"),
+                             phys_intra + 2 * s.net("Simple"), algbw,
+                             lk.ring_net_gb_per_s * p.collnet_efficiency, phased=True, depth=4,
+                             default_on=False))
+    lg = _log2i(nodes)
+    out.append(Candidate("nvlstree", "Simple", tuner_intra + 2 * lg * cx.inter("nvlstree", "Simple"),
+                         phys_intra + 2 * lg * s.net("Simple"), algbw,
+                         lk.ring_net_gb_per_s / tree_volume(nodes), phased=True, depth=2 + 2 * lg,
+                         tuner_intra_only=nodes <= 2))
+    return out
+
+
+def _collnet(cx: Ctx) -> list[Candidate]:
+    ppn, lk, p, s = cx.ppn, cx.links, cx.p, cx.steps
+    if cx.cluster.node.scale_up.kind == "nvswitch":
+        tuner = 2 * (min(1, ppn - 1) * cx.hw(lk.intra_hop, "collnet_direct", "Simple")
+                     + (ppn - 1) * p.collnet_arity_us) + cx.inter("collnet_direct", "Simple")
+        phys = s.launch_us + 2 * min(1, ppn - 1) * s.intra("Simple") + 2 * s.net("Simple")
+    else:
+        tuner = 2 * (ppn - 1) * cx.hw(lk.intra_hop, "collnet_chain", "Simple") + cx.inter("collnet_chain", "Simple")
+        phys = s.launch_us + 2 * (ppn - 1) * s.intra("Simple") + 2 * s.net("Simple")
+    # intra: reduce-scatter + all-gather on the scale-up links, 2 (ppn-1)/ppn S per GPU;
+    # inter: each node sends its reduced S once and receives the result once
+    local = ppn > 1
+    return [Candidate("collnet", "Simple", tuner, phys,
+                      lk.intra_ring_gb_per_s * ppn / (2.0 * (ppn - 1)) * p.collnet_efficiency if local else math.inf,
+                      lk.ring_net_gb_per_s * p.collnet_efficiency, phased=local, depth=4,
+                      default_on=False)]
+
+
+def _pat(cx: Ctx) -> list[Candidate]:
+    n, nodes, p, s = cx.n, cx.nodes, cx.p, cx.steps
+    f = busbw_factor(cx.op, n)
+    lg = _log2i(nodes)
+    tuner = cx.base("pat", "Simple") + lg * cx.inter("pat", "Simple") / C.PAT_LOG_LATENCY_DIVISOR \
+        + n * p.pat_per_rank_us
+    phys = s.launch_us + lg * s.net("Simple") + n * p.pat_per_rank_us
+    return [Candidate("pat", "Simple", tuner, phys, math.inf, cx.links.ring_net_gb_per_s * p.pat_efficiency / f)]
+
+
+def _chain(cx: Ctx) -> list[Candidate]:
+    """broadcast/reduce: a pipelined chain of n ranks (NCCL charges nRanks hops)."""
+    n, multi, local, lk, s = cx.n, cx.nodes > 1, cx.ppn > 1, cx.links, cx.steps
+    out = []
+    for proto in cx.protocols():
+        mult, cap = _ring_protocol(cx, proto, 1.0)
+        row = "tree" if proto == "Simple" else "ring"
+        step = cx.inter(row, proto) if multi else cx.hw(lk.intra_hop, row, proto)
+        nets = cx.nodes - 1 if multi else 0
+        phys = s.launch_us + (n - 1 - nets) * s.intra(proto) + nets * s.net(proto)
+        out.append(Candidate("ring", proto, cx.base("ring", proto) + n * step, phys,
+                             _inf_if(local, lk.intra_ring_gb_per_s * mult),
+                             _inf_if(multi, lk.ring_net_gb_per_s * mult), cap))
+    return out
+
+
+def _send_recv(cx: Ctx) -> list[Candidate]:
+    multi, lk, s = cx.nodes > 1, cx.links, cx.steps
+    out = []
+    for proto in cx.protocols():
+        mult, cap = _ring_protocol(cx, proto, 1.0)
+        hop = cx.inter("ring", proto) if multi else cx.hw(lk.intra_hop, "ring", proto)
+        phys = s.launch_us + (s.net(proto) if multi else s.intra(proto))
+        out.append(Candidate("direct", proto, cx.base("ring", proto) + hop, phys,
+                             _inf_if(cx.ppn > 1, lk.intra_pair_gb_per_s * mult),
+                             _inf_if(multi, lk.p2p_net_gb_per_s * mult), cap))
+    return out
+
+
+def _symmetric(cx: Ctx) -> list[Candidate]:
+    """NCCL >= 2.27 symmetric-memory kernels (registered windows, nccl-tests ``-R 2``) on one NVLink node:
+    one-shot load-store all-reduce, no proxy FIFO handshake: ``launch + 2 x NVLink LL step`` (signal, read
+    the peers); each GPU reads S from each of the n-1 peers at the LL rate."""
+    s = cx.steps
+    lat = s.launch_us + 2 * s.intra("LL")
+    bw = cx.links.intra_a2a_gb_per_s * cx.p.ll_bw_factor / max(cx.n - 1, 1)
+    return [Candidate("symmetric", "LL", lat, lat, bw, math.inf)]
+
+
+def candidates(cx: Ctx) -> list[Candidate]:
+    """All candidates of ``cx.op`` on this group (all_to_all: :func:`clustertwin.comm.alltoall.candidates`)."""
+    from clustertwin.comm import alltoall
+
+    op, multi = cx.op, cx.nodes > 1
+    out: list[Candidate] = []
+    if op in ("all_reduce", "all_gather", "reduce_scatter"):
+        out += _ring_family(cx)
+    if op == "all_reduce":
+        out += _tree(cx)
+        if cx.nvls:
+            out += _nvls(cx)
+        if multi and cx.sharp:
+            out += _collnet(cx)
+        if cx.symmetric:
+            out += _symmetric(cx)
+    if op in ("all_gather", "reduce_scatter") and cx.ppn == 1 and multi:
+        out += _pat(cx)
+    if op in ("broadcast", "reduce"):
+        out += _chain(cx)
+    if op == "all_to_all":
+        out += alltoall.candidates(cx)
+    if op == "send_recv":
+        out += _send_recv(cx)
+    return out

@@ -1,0 +1,329 @@
+"""nccl-tests / rccl-tests logs: read them, write them, and fit the collective model's named parameters.
+
+Reader (:func:`parse_log`): the header (``nThread``, ``nGpus`` = GPUs per thread, ``graph: 1`` for CUDA
+graph launches), the ``#  Rank ... on HOST device ...`` lines (ranks and distinct hosts), the collective
+(``Collective test starting: all_reduce_perf``, a ``*_perf`` command line, or the file name), and every
+data row: ``size count type [redop] [root]`` then the out-of-place ``time algbw busbw #wrong`` and, when
+printed, the in-place block (a block of ``N/A`` is one the tool did not run: ``node bench`` prints its
+all_reduce, which torch runs in place, that way). A line that starts with a number but does not parse is counted as
+malformed, never dropped silently; rows with ``#wrong > 0`` are counted and left out of the fit.
+
+Writer (:func:`format_log`): the same layout from a model prediction (both blocks), so a fit can be
+checked by a round trip.
+
+Fit (:func:`fit`): least squares of ``log(predicted time / measured time)`` over every kept row and both
+blocks, in log-parameter space with physical bounds, for a few named :class:`CommParams` fields: the
+bandwidth efficiency of the links the logs exercise (``nvlink_efficiency`` / ``mesh_efficiency`` /
+``pcie_efficiency``; ``network_efficiency`` across nodes) and the latency terms (``launch_us`` or
+``graph_launch_us``, the scale-up step ``nvlink_hop_us_ll`` / ``pcie_hop_us_ll``, and across nodes
+``proxy_step_us_ll`` and ``proxy_step_us_simple``, the per-network-step costs of the two protocol
+families). The scale-up efficiency is fitted only from single-host logs, where that link limits.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from clustertwin.comm.links import MESH_KINDS
+from clustertwin.comm.model import OPS, collective
+from clustertwin.comm.params import DEFAULT_PARAMS, CommParams
+from clustertwin.errors import SpecError
+from clustertwin.specs.calibration import Calibration
+from clustertwin.specs.cluster import ClusterSpec
+
+_OP_RE = re.compile(r"\b(all_reduce|all_gather|reduce_scatter|alltoall|all_to_all|broadcast|reduce|sendrecv)_perf")
+_RANK_RE = re.compile(r"#\s*Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)")
+_NUM = re.compile(r"^-?\d+(\.\d+)?([eE][-+]?\d+)?$")
+_OP_NAMES = {"alltoall": "all_to_all", "sendrecv": "send_recv"}
+
+BOUNDS: dict[str, tuple[float, float]] = {
+    "nvlink_efficiency": (0.2, 1.0), "mesh_efficiency": (0.2, 1.0), "pcie_efficiency": (0.2, 1.0),
+    "network_efficiency": (0.2, 1.06), "launch_us": (0.2, 50.0), "graph_launch_us": (0.05, 20.0),
+    "nvlink_hop_us_ll": (0.05, 10.0), "pcie_hop_us_ll": (0.1, 20.0), "proxy_step_us_ll": (0.05, 50.0),
+    "nvlink_hop_us_simple": (0.1, 20.0), "nic_latency_us": (0.05, 20.0),
+    "proxy_step_us_simple": (0.5, 2000.0),
+}
+"""Physical bounds of the fitted parameters."""
+
+
+@dataclass(frozen=True)
+class Block:
+    """One timing block of a row (out-of-place or in-place)."""
+
+    time_us: float
+    algbw_gb_per_s: float
+    busbw_gb_per_s: float
+    wrong: int | None
+    """``#wrong``; None when the run did not check (``N/A``)."""
+
+
+@dataclass(frozen=True)
+class Row:
+    size_bytes: int
+    count: int
+    dtype: str
+    redop: str
+    root: int
+    out_of_place: Block | None
+    in_place: Block | None
+
+
+@dataclass
+class NcclTestsLog:
+    """One parsed log."""
+
+    name: str
+    op: str
+    ranks: int
+    hosts: int
+    gpus_per_process: int
+    cuda_graph: bool
+    rows: list[Row] = field(default_factory=list)
+    malformed: list[str] = field(default_factory=list)
+    """Data-looking lines that did not parse (kept verbatim, counted in reports)."""
+
+    @property
+    def wrong_rows(self) -> int:
+        return sum(1 for r in self.rows if _bad(r))
+
+    @property
+    def blocks(self) -> int:
+        return sum((r.out_of_place is not None) + (r.in_place is not None) for r in self.rows)
+
+
+def _bad(r: Row) -> bool:
+    return any(b is not None and b.wrong not in (None, 0) for b in (r.out_of_place, r.in_place))
+
+
+def _block(tokens: list[str]) -> Block | None:
+    if tokens[0].upper() == "N/A":  # a block the tool did not run (node bench: torch's all_reduce is in-place)
+        return None
+    time_us, algbw, busbw = (float(t) for t in tokens[:3])
+    wrong = None if tokens[3].upper() == "N/A" else int(float(tokens[3]))
+    return Block(time_us, algbw, busbw, wrong)
+
+
+def _row(line: str) -> Row:
+    tok = line.split()
+    size, count, dtype = int(tok[0]), int(tok[1]), tok[2]
+    rest = tok[3:]
+    redop = "none"
+    if rest and not _NUM.match(rest[0]):
+        redop, rest = rest[0], rest[1:]
+    root = -1
+    if len(rest) in (5, 9):  # a root column precedes the blocks
+        root, rest = int(rest[0]), rest[1:]
+    if len(rest) not in (4, 8):
+        raise ValueError(f"expected 4 or 8 timing fields, found {len(rest)}")
+    oop, ip = _block(rest[:4]), _block(rest[4:8]) if len(rest) == 8 else None
+    if oop is None and ip is None:
+        raise ValueError("no timing in either block")
+    return Row(size, count, dtype, redop, root, oop, ip)
+
+
+def parse_log(text: str, name: str = "<log>", op: str | None = None) -> NcclTestsLog:
+    """Parse nccl-tests / rccl-tests output (see the module docstring). ``op`` overrides detection."""
+    detected = op
+    n_gpus, n_thread, graph = 1, 1, False
+    ranks: dict[int, str] = {}
+    rows: list[Row] = []
+    malformed: list[str] = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        if detected is None:
+            m = _OP_RE.search(line)
+            if m:
+                detected = _OP_NAMES.get(m.group(1), m.group(1))
+        if line.startswith("#"):
+            m = re.search(r"nThread\s+(\d+)\s+nGpus\s+(\d+)", line)
+            if m:
+                n_thread, n_gpus = int(m.group(1)), int(m.group(2))
+            g = re.search(r"\bgraph:\s*(\d+)", line)
+            if g:
+                graph = int(g.group(1)) > 0
+            r = _RANK_RE.search(line)
+            if r:
+                ranks[int(r.group(1))] = r.group(2)
+            continue
+        if not line[0].isdigit():
+            continue
+        try:
+            rows.append(_row(line))
+        except (ValueError, IndexError):
+            malformed.append(raw)
+    if detected is None:
+        m = _OP_RE.search(Path(name).name) or re.search(r"(all_reduce|all_gather|reduce_scatter|alltoall|"
+                                                         r"broadcast|reduce|sendrecv)", Path(name).name)
+        if m:
+            detected = _OP_NAMES.get(m.group(1), m.group(1))
+    if detected is None:
+        raise SpecError(f"{name}: cannot tell which collective this log measured (no '*_perf' line; "
+                        "name the file after the test, e.g. all_reduce_perf.log)")
+    if detected not in OPS:
+        raise SpecError(f"{name}: unsupported collective '{detected}'")
+    if not rows:
+        raise SpecError(f"{name}: no nccl-tests data rows found"
+                        + (f" ({len(malformed)} malformed lines)" if malformed else ""))
+    n_ranks = len(ranks) if ranks else n_thread * n_gpus
+    hosts = len(set(ranks.values())) if ranks else 1
+    del n_thread
+    return NcclTestsLog(name, detected, n_ranks, hosts, n_gpus, graph, rows, malformed)
+
+
+def read_logs(paths: list[str | Path]) -> list[NcclTestsLog]:
+    """Read and parse each file; a missing file is a one-line SpecError."""
+    out = []
+    for p in paths:
+        path = Path(p)
+        if not path.is_file():
+            raise SpecError(f"nccl-tests log not found: {path}")
+        out.append(parse_log(path.read_text(errors="replace"), str(path)))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- writer
+
+def format_log(op: str, sizes: np.ndarray, out_of_place_us: np.ndarray, in_place_us: np.ndarray | None,
+               ranks: int, hosts: int = 1, gpus_per_process: int = 1, cuda_graph: bool = False,
+               dtype: str = "float", dtype_bytes: int = 4, device: str = "GPU") -> str:
+    """An nccl-tests style log (header, rank lines, both blocks, summary) from times per size."""
+    from clustertwin.comm.result import busbw_factor
+
+    factor = busbw_factor(op, ranks)
+    redop = "none" if op in ("all_gather", "all_to_all", "broadcast", "send_recv") else "sum"
+    root = 0 if op in ("broadcast", "reduce") else -1
+    per_host = -(-ranks // max(hosts, 1))
+    lines = [f"# Collective test starting: {op}_perf",
+             f"# nThread 1 nGpus {gpus_per_process} minBytes {int(sizes[0])} maxBytes {int(sizes[-1])} step: "
+             f"2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: {int(cuda_graph)}", "#",
+             "# Using devices"]
+    for r in range(ranks):
+        lines.append(f"#  Rank {r:>2} Group  0 Pid {1000 + r // gpus_per_process:>6} on node{r // per_host:03d} "
+                     f"device {r % per_host:>2} [0x00] {device}")
+    lines += ["#", "#" + " " * 62 + "out-of-place                       in-place",
+              "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw"
+              "   busbw #wrong",
+              "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)"
+              "  (GB/s)"]
+    busbws = []
+    for i, s in enumerate(sizes):
+        cells = []
+        for t in (out_of_place_us[i], None if in_place_us is None else in_place_us[i]):
+            if t is None:
+                continue
+            alg = s / (t * 1e-6) / 1e9 if t > 0 else 0.0
+            busbws.append(alg * factor)
+            cells.append(f"{t:>8.2f} {alg:>7.2f} {alg * factor:>7.2f} {0:>6}")
+        lines.append(f"{int(s):>12} {int(s) // dtype_bytes:>13} {dtype:>9} {redop:>7} {root:>7} " + " ".join(cells))
+    lines += ["# Out of bounds values : 0 OK", f"# Avg bus bandwidth    : {np.mean(busbws):.4f}", "#"]
+    return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------------------------------------- fit
+
+@dataclass(frozen=True)
+class FitResult:
+    calibration: Calibration
+    params: dict[str, float]
+    blocks_used: int
+    rows_wrong: int
+    rows_malformed: int
+    median_abs_error_before: float
+    median_abs_error_after: float
+
+
+def default_names(cluster: ClusterSpec, logs: list[NcclTestsLog]) -> list[str]:
+    """The parameters a set of logs can pin down: the scale-up efficiency of the node's link kind (from
+    single-host logs, where it is the limiting link), the network efficiency when a log spans hosts, the
+    launch term of the launch mode used, the scale-up LL step, and the LL and Simple network-step
+    costs across hosts."""
+    kind = cluster.node.scale_up.kind
+    eff = "nvlink_efficiency" if kind == "nvswitch" else "mesh_efficiency" if kind in MESH_KINDS \
+        else "pcie_efficiency"
+    names = [eff] if any(lg.hosts == 1 for lg in logs) else []
+    multi = any(lg.hosts > 1 for lg in logs)
+    if multi:
+        names.append("network_efficiency")
+    if any(not lg.cuda_graph for lg in logs):
+        names.append("launch_us")
+    if any(lg.cuda_graph for lg in logs):
+        names.append("graph_launch_us")
+    names.append("pcie_hop_us_ll" if eff == "pcie_efficiency" else "nvlink_hop_us_ll")
+    if multi:
+        names += ["proxy_step_us_ll", "proxy_step_us_simple"]
+    return names
+
+
+def _samples(logs: list[NcclTestsLog]) -> list[tuple[NcclTestsLog, np.ndarray, np.ndarray]]:
+    out = []
+    for lg in logs:
+        sizes, times = [], []
+        for r in lg.rows:
+            if _bad(r) or r.size_bytes <= 0:
+                continue
+            for b in (r.out_of_place, r.in_place):
+                if b is not None and b.time_us > 0:
+                    sizes.append(float(r.size_bytes))
+                    times.append(b.time_us)
+        if sizes:
+            out.append((lg, np.array(sizes), np.array(times)))
+    return out
+
+
+def _residuals(cluster: ClusterSpec, samples: list, p: CommParams) -> np.ndarray:
+    res = []
+    for lg, sizes, times in samples:
+        ppn = -(-lg.ranks // lg.hosts)
+        pred = collective(cluster, lg.op, sizes, lg.ranks, ranks_per_node=ppn, params=p,
+                          gpus_per_process=lg.gpus_per_process, cuda_graph=lg.cuda_graph).time_s
+        res.append(np.log(np.asarray(pred) * 1e6 / times))
+    return np.concatenate(res)
+
+
+def fit(cluster: ClusterSpec, logs: list[NcclTestsLog], names: list[str] | None = None,
+        base: CommParams | None = None) -> FitResult:
+    """Fit ``names`` (default :func:`default_names`) to the logs' times; returns the Calibration."""
+    from scipy.optimize import least_squares
+
+    base = base or DEFAULT_PARAMS
+    names = names or default_names(cluster, logs)
+    for n in names:
+        if n not in CommParams.model_fields:
+            raise SpecError(f"cannot fit unknown comm parameter '{n}'")
+    samples = _samples(logs)
+    if not samples:
+        raise SpecError("no usable rows in the nccl-tests logs (all malformed or #wrong > 0)")
+    for lg in logs:
+        if lg.ranks > cluster.total_gpus:
+            raise SpecError(f"{lg.name}: {lg.ranks} ranks but the cluster has {cluster.total_gpus} GPUs")
+    lo = np.log([BOUNDS.get(n, (1e-3, 1e3))[0] for n in names])
+    hi = np.log([BOUNDS.get(n, (1e-3, 1e3))[1] for n in names])
+    x0 = np.clip(np.log([float(getattr(base, n)) for n in names]), lo + 1e-9, hi - 1e-9)
+
+    def params(x: np.ndarray) -> CommParams:
+        return base.model_copy(update=dict(zip(names, np.exp(x).tolist(), strict=True)))
+
+    before = _residuals(cluster, samples, base)
+    sol = least_squares(lambda x: _residuals(cluster, samples, params(x)), x0, bounds=(lo, hi),
+                        loss="soft_l1", f_scale=0.05, x_scale=1.0, diff_step=1e-3)
+    fitted = {n: float(round(v, 6)) for n, v in zip(names, np.exp(sol.x), strict=True)}
+    after = _residuals(cluster, samples, params(sol.x))
+    used = int(sum(s[1].size for s in samples))
+    wrong = sum(lg.wrong_rows for lg in logs)
+    bad = sum(len(lg.malformed) for lg in logs)
+    err_b = float(np.median(np.abs(np.expm1(before))))
+    err_a = float(np.median(np.abs(np.expm1(after))))
+    src = (f"clustertwin calibrate --nccl-tests: {len(logs)} log(s) "
+           f"({', '.join(sorted({lg.op for lg in logs}))}; {', '.join(Path(lg.name).name for lg in logs[:4])}"
+           f"{' ...' if len(logs) > 4 else ''}), {used} timings, {wrong} rows with #wrong > 0 and {bad} malformed "
+           f"lines left out; median |time error| {err_b:.1%} -> {err_a:.1%}")
+    if not math.isfinite(err_a):
+        raise SpecError("the fit did not converge (non-finite residuals)")
+    return FitResult(Calibration(comm=fitted, source=src), fitted, used, wrong, bad, err_b, err_a)
