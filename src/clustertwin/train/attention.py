@@ -1,7 +1,9 @@
 """The attention core of one layer (scores and their softmax, not the projections) and the context-
 parallel KV exchange around it.
 
-* flash attention (Transformer-Engine stack): ``2 T span (qk + v) / t x CAUSAL_WORK_FRACTION`` FLOPs at
+* flash attention (Transformer-Engine stack): ``2 T span_c (qk + v) / t`` FLOPs (``span_c`` the keys the
+  causal mask leaves, :func:`~clustertwin.train.flops.causal_span`: s/2, or the window w of a
+  sliding-window layer) at
   ``attention_efficiency`` of the 16-bit peak, backward ``FLASH_BWD_FACTOR`` x forward (Dao 2023);
 * unfused attention (Megatron-LM / Megatron-DeepSpeed): batched GEMMs of depth head_dim and span plus
   ``UNFUSED_SCORE_BYTES_FWD`` / ``_BWD`` bytes of memory traffic per score;
@@ -20,8 +22,6 @@ from clustertwin.train.layer import ModelShape
 from clustertwin.train.layout import Layouts, as_float, fmax
 from clustertwin.train.params import TrainParams
 
-#: causal attention: flash kernels skip the masked upper triangle of the score blocks
-CAUSAL_WORK_FRACTION = 0.5
 #: flash-attention backward runs 5 GEMMs per block against 2 in the forward (Dao 2023)
 FLASH_BWD_FACTOR = 2.5
 #: unfused attention: bytes per score element moved by scale-mask-softmax, dropout and the
@@ -47,7 +47,7 @@ def attention_core(c: ModelShape, s: int, lay: Layouts, T, hw: Hardware, g: Gemm
     """Flash or unfused attention core (see the module docstring)."""
     t = as_float(lay.tp)
     if hw.flash:
-        flops = 2.0 * T * c.span * (c.qk + c.v) / t * CAUSAL_WORK_FRACTION
+        flops = 2.0 * T * c.core_span * (c.qk + c.v) / t
         rate = hw.peak16_flops * params.attention_efficiency
         return AttentionCore(flops / rate + params.kernel_latency_s,
                              FLASH_BWD_FACTOR * flops / rate + params.kernel_latency_s, KERNELS_FLASH_ATTENTION)

@@ -178,11 +178,12 @@ def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch
         zero3_gather=dpt.zero3_s, optimizer=opt)
 
     gpus = as_float(lay.gpus)
-    fpt = F.flops_per_token(model, s)
+    cf = st.causal_flops
+    fpt = F.flops_per_token(model, s, causal=cf)
     tokens = global_batch * s
     model_flops = fpt.model * tokens
-    hw_extra = where(full, F.flops_per_token(model, s, "full").recompute,
-                     where(sel, F.flops_per_token(model, s, "selective").recompute, 0.0))
+    hw_extra = where(full, F.flops_per_token(model, s, "full", cf).recompute,
+                     where(sel, F.flops_per_token(model, s, "selective", cf).recompute, 0.0))
     hw_flops = (fpt.model + hw_extra) * tokens
     out = {
         "step_time_s": step, "tokens_per_s": tokens / step,
