@@ -26,7 +26,16 @@ class ParallelismSpec(Spec):
     cp: PositiveInt = 1
     """Context-parallel degree (sequence split across GPUs for attention)."""
     ep: PositiveInt = 1
-    """Expert-parallel degree (MoE); must divide dp*cp and the expert count."""
+    """Expert-parallel degree (MoE); must divide the expert count, and etp x ep must divide tp x cp x dp
+    (Megatron-Core MoE parallel folding: the experts re-fold the dense ranks as etp x ep x expert-DP)."""
+    etp: PositiveInt | None = None
+    """Expert tensor-parallel degree (Megatron ``--expert-tensor-parallel-size``); default tp."""
+    moe_overlap: Literal["auto", "none", "shared_expert", "a2a", "dualpipe"] = "auto"
+    """How the MoE dispatch/combine all-to-all overlaps compute: ``none``; ``shared_expert`` (behind the
+    shared experts, ``--moe-shared-expert-overlap``); ``a2a`` (behind another micro-batch's compute,
+    ``--overlap-moe-expert-parallel-comm``); ``dualpipe`` (DeepSeek-V3's bidirectional schedule, with its
+    own bubble and two copies of the stage weights); ``auto``: the best the software stack runs short of
+    dualpipe."""
     vpp: PositiveInt = 1
     """Virtual pipeline chunks per stage (interleaved 1F1B)."""
     micro_batch: PositiveInt = 1

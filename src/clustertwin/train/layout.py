@@ -16,6 +16,9 @@ from clustertwin.specs.parallelism import ParallelismSpec
 #: recompute mode -> integer code used in the arrays
 RECOMPUTE_CODES: dict[str, int] = {"none": 0, "selective": 1, "full": 2}
 RECOMPUTE_NAMES: dict[int, str] = {v: k for k, v in RECOMPUTE_CODES.items()}
+#: MoE overlap mode -> code (:mod:`clustertwin.train.moe`)
+MOE_OVERLAP_CODES: dict[str, int] = {"auto": -1, "none": 0, "shared_expert": 1, "a2a": 2, "dualpipe": 3}
+MOE_OVERLAP_NAMES: dict[int, str] = {v: k for k, v in MOE_OVERLAP_CODES.items()}
 
 
 @dataclass
@@ -41,6 +44,10 @@ class Layouts:
     ``account_for_embedding_in_pipeline_split``)"""
     loss_split: np.ndarray | int = 0
     """1: the output layer and loss count as one slot (``account_for_loss_in_pipeline_split``)"""
+    etp: np.ndarray | int = 0
+    """expert tensor-parallel degree (0: = tp), :mod:`clustertwin.train.moe_layout`"""
+    moe_overlap: np.ndarray | int = -1
+    """MoE dispatch/combine overlap code (:data:`MOE_OVERLAP_CODES`; -1: the stack's default)"""
 
     def __post_init__(self) -> None:
         if isinstance(self.tp, np.ndarray):
@@ -55,7 +62,7 @@ class Layouts:
         return cls(p.tp, p.pp, p.dp, p.cp, p.ep, p.vpp, p.micro_batch,  # type: ignore[arg-type]
                    RECOMPUTE_CODES[p.recompute], p.zero, int(p.sequence_parallel),  # type: ignore[arg-type]
                    p.first_stage_layers or 0, p.last_stage_layers or 0, int(p.embedding_in_split),
-                   int(p.loss_in_split))
+                   int(p.loss_in_split), p.etp or 0, MOE_OVERLAP_CODES[p.moe_overlap])
 
     @property
     def is_scalar(self) -> bool:
@@ -89,7 +96,8 @@ class Layouts:
             sequence_parallel=bool(self.sp[i]), recompute=RECOMPUTE_NAMES[int(self.recompute[i])],  # type: ignore[arg-type]
             zero=int(self.zero[i]), precision=precision,  # type: ignore[arg-type]
             first_stage_layers=int(self.first[i]) or None, last_stage_layers=int(self.last[i]) or None,
-            embedding_in_split=bool(self.emb_split[i]), loss_in_split=bool(self.loss_split[i]))
+            embedding_in_split=bool(self.emb_split[i]), loss_in_split=bool(self.loss_split[i]),
+            etp=int(self.etp[i]) or None, moe_overlap=MOE_OVERLAP_NAMES[int(self.moe_overlap[i])])  # type: ignore[arg-type]
 
     def row(self, i: int) -> dict[str, int | bool | str]:
         """Layout ``i`` as a flat dict (for tables and JSON)."""
@@ -100,11 +108,12 @@ class Layouts:
                 "recompute": RECOMPUTE_NAMES[int(self.recompute[i])], "zero": int(self.zero[i]),
                 "sequence_parallel": bool(self.sp[i]), "first_stage_layers": int(self.first[i]) or None,
                 "last_stage_layers": int(self.last[i]) or None, "embedding_in_split": bool(self.emb_split[i]),
-                "loss_in_split": bool(self.loss_split[i])}
+                "loss_in_split": bool(self.loss_split[i]), "etp": int(self.etp[i]) or int(self.tp[i]),
+                "moe_overlap": MOE_OVERLAP_NAMES[int(self.moe_overlap[i])]}
 
 LAYOUT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Layouts))
 #: the stage-plan columns, which default to the balanced split
-OPTIONAL_FIELDS: tuple[str, ...] = ("first", "last", "emb_split", "loss_split")
+OPTIONAL_FIELDS: tuple[str, ...] = ("first", "last", "emb_split", "loss_split", "etp", "moe_overlap")
 
 
 # Element-wise helpers that work on numpy arrays (search) and on Python scalars (one estimate, where

@@ -75,7 +75,20 @@ class TrainParams:
     cp_overlap: float = 0.8
     """Fraction of ring-attention KV exchange hidden behind attention compute."""
     ep_overlap: float = 0.0
-    """Fraction of MoE all-to-all dispatch/combine hidden behind expert compute."""
+    """Unused (kept for calibration files that set it): MoE overlap is a stack feature, see
+    ``moe_a2a_overlap``."""
+    moe_a2a_overlap: float = 0.8
+    """Fraction of a layer's compute under which 1F1B all-to-all overlap / DualPipe can hide the MoE
+    dispatch and combine (the rest of the compute depends on them)."""
+    grouped_gemm_efficiency: float = 0.85
+    """Grouped expert GEMM efficiency relative to a dense GEMM of the same total shape (per-expert tile
+    scheduling, ragged problem sizes)."""
+    moe_m_half: float = 128.0
+    """Rows per expert at which a grouped GEMM's per-expert efficiency halves (row padding to 128-row
+    tiles, per-expert prologue): factor 1 + moe_m_half / rows."""
+    moe_imbalance: float = 1.1
+    """Dropless routing without forced balance: routed tokens of the busiest EP rank over the mean (the
+    step waits for it); a capacity factor caps it."""
     pp_overlap: float = 0.5
     """Fraction of pipeline send/recv hidden behind compute of the other micro-batches."""
     rank_jitter_cv: float = 0.02

@@ -141,11 +141,13 @@ def candidates(model: ModelSpec, gpus: int, global_batch: int, gpus_per_node: in
         vmax = VPP_MAX if (st.interleaved and pp > 1) else 1
         vpps = choice("vpp", [v for v in range(1, vmax + 1) if pp * v <= model.layers + 2])
         for first, last, es, ls in (splits if pp > 1 else [(0, 0, 0, 0)]):
-            g = np.meshgrid(eps, np.array(vpps), np.array(mbss), rcs, zs, indexing="ij")
+            # expert TP: = tp (0), or 1 when tp > 1 (MoE parallel folding, moe_layout.py)
+            etps = np.array([int(fx["etp"] or 0)] if "etp" in fx else ([0, 1] if model.moe and tp > 1 else [0]))
+            g = np.meshgrid(eps, np.array(vpps), np.array(mbss), rcs, zs, etps, indexing="ij")
             n = g[0].size
             cols = [np.full(n, tp), np.full(n, pp), np.full(n, dp), np.full(n, cp), g[0].ravel(), g[1].ravel(),
                     g[2].ravel(), g[3].ravel(), g[4].ravel(), np.full(n, sp), np.full(n, first), np.full(n, last),
-                    np.full(n, es), np.full(n, ls)]
+                    np.full(n, es), np.full(n, ls), g[5].ravel()]
             blocks.append(np.stack(cols, axis=1))
     if not blocks:
         raise SpecError(f"no layout of tp x pp x dp x cp matches {gpus} GPUs with the fixed fields "

@@ -18,9 +18,10 @@ feature set comes from:
 * ``nemo-2025``: NeMo 2 / Megatron-Bridge recipes on Megatron-Core (2025): as megatron-core-2024, with
   embedding and loss counted in the pipeline split;
 * ``megatron-bridge-2025``: NeMo Megatron-Bridge perf recipes (containers 25.11+): as nemo-2025, with
-  model FLOPs that count the causal attention span, the DeepEP/HybridEP flex dispatcher (FP8 dispatch),
-  MoE overlap (shared-expert overlap, 1F1B all-to-all overlap ``--overlap-moe-expert-parallel-comm``,
-  DualPipe-style bidirectional schedules) and force-balanced routing (the tables' footnote);
+  model FLOPs that count the causal attention span, the all-to-all token dispatcher with shared-expert
+  overlap and force-balanced routing (the tables' footnote);
+* ``megatron-bridge-2026``: containers 26.06+: the HybridEP/DeepEP flex dispatcher (FP8 dispatch) and the
+  1F1B all-to-all overlap (``--overlap-moe-expert-parallel-comm``) in the MoE perf recipes;
 * ``deepseek-2024``: DeepSeek-V3's HAI-LLM (DeepSeek-AI 2024, section 3.2): DualPipe, DeepEP, FP8,
   no interleaving;
 * ``torchtitan-2025``: torchtitan (PyTorch FSDP2, async TP, context parallel, float8, flexible
@@ -89,7 +90,9 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
     _MEGATRON_2021, _MEGATRON_2022, _DEEPSPEED_2022, _MCORE_2024,
     replace(_MCORE_2024, name="nemo-2025", year=2025),
     replace(_MCORE_2024, name="torchtitan-2025", year=2025, zero_stages=(0, 3)),
-    replace(_MCORE_2024, name="megatron-bridge-2025", year=2025, causal_flops=True, moe_dispatcher="deepep",
+    replace(_MCORE_2024, name="megatron-bridge-2025", year=2025, causal_flops=True,
+            moe_overlaps=("none", "shared_expert"), moe_force_balanced=True),
+    replace(_MCORE_2024, name="megatron-bridge-2026", year=2026, causal_flops=True, moe_dispatcher="deepep",
             moe_overlaps=("none", "shared_expert", "a2a", "dualpipe"), moe_force_balanced=True),
     replace(_MCORE_2024, name="deepseek-2024", year=2024, causal_flops=True, moe_dispatcher="deepep",
             moe_overlaps=("none", "dualpipe"), interleaved=False),
@@ -100,7 +103,11 @@ NAMES = ("auto", *ALIASES, *STACKS)
 
 
 #: the framework a published source names -> its stack (first match; used where a case names no stack)
-SOURCE_STACKS: tuple[tuple[str, str], ...] = (("megatron-bridge", "megatron-bridge-2025"),
+SOURCE_STACKS: tuple[tuple[str, str], ...] = (("megatron-bridge performance summary, pre-training tables, container 26.06",
+                                               "megatron-bridge-2026"),
+                                              ("megatron-bridge performance summary, pre-training tables, container 26.08",
+                                               "megatron-bridge-2026"),
+                                              ("megatron-bridge", "megatron-bridge-2025"),
                                               ("deepseek-v3 technical report", "deepseek-2024"))
 
 

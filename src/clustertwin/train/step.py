@@ -36,13 +36,22 @@ from clustertwin.train.hardware import Hardware, hardware
 from clustertwin.train.layer import layer_compute, model_shape
 from clustertwin.train.layout import LAYOUT_FIELDS, RECOMPUTE_CODES, Layouts, as_float, fmax, where
 from clustertwin.train.memory import memory_breakdown, stage_params
-from clustertwin.train.moe import ep_exposed, ffn_cost
+from clustertwin.train.moe import (
+    MOE_OVERLAP_CODES,
+    dispatch_combine_s,
+    dualpipe_bubble_factor,
+    ep_exposed,
+    ffn_cost,
+    imbalance,
+    overlap_code,
+)
+from clustertwin.train.moe_layout import expert_groups
 from clustertwin.train.optimizer import optimizer_time
 from clustertwin.train.output_layer import end_blocks
 from clustertwin.train.overlap import data_parallel_time
 from clustertwin.train.params import TrainParams
 from clustertwin.train.pipeline import FIRST, LAST, MIDDLE, p2p_time, pipeline_time, select, stage_plan
-from clustertwin.train.placement import Group, groups
+from clustertwin.train.placement import Group, groups, ranks_per_node
 from clustertwin.train.stack import Stack, resolve_stack
 from clustertwin.train.stragglers import straggler_time
 from clustertwin.train.tensor_parallel import tp_exposed
@@ -117,13 +126,20 @@ def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch
     core = attention_core(c, s, lay, T, hw, g, params, bw)
     cp_exp = cp_exposed(c, s, lay, core, full_f, coll, grp.cp, params)
     lt = LayerTime()
+    # MoE (moe.py): expert groups, load of the busiest rank, dispatch/combine and its overlap mode
+    eg = expert_groups(lay, hw.gpus_per_node, ranks_per_node)
+    load = imbalance(model, params, st.moe_force_balanced)
+    moe_code = overlap_code(lay, st.moe_overlaps, bool(model.moe and model.moe.shared_experts))
     for moe, share in ((False, 1.0 - c.moe_share), (True, c.moe_share)):
         if share <= 0:
             continue
-        lc = layer_compute(c, lay, T, g, bw, precision, ffn_cost(model, c, lay, T, g, moe))
+        ffn = ffn_cost(model, c, lay, T, g, moe, params, eg, load)
+        lc = layer_compute(c, lay, T, g, bw, precision, ffn)
         compute = lc.fwd_s + lc.bwd_s + core.fwd_s + core.bwd_s + where(full, lc.fwd_s + core.fwd_s, 0.0) + \
             where(sel, core.fwd_s, 0.0)
-        ep_exp = ep_exposed(model, c, T, passes, coll, grp.ep, params) if moe else 0.0
+        ep_exp = ep_exposed(dispatch_combine_s(model, cluster, c, lay, T, eg, st.moe_dispatcher, precision, load,
+                                               calibration), passes, moe_code, compute, ffn.shared_s,
+                            params) if moe else 0.0
         kernels = (lc.kernels + core.kernels + tp_kernels) * (1 + BWD_KERNEL_FACTOR + full_f) + \
             where(sel, KERNELS_FLASH_ATTENTION, 0)
         lt.gpu = lt.gpu + share * (compute + tp_layer + cp_exp + ep_exp)
@@ -143,6 +159,10 @@ def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch
     p2p_comm, p2p_host = p2p_time(lay, T, c.h, coll, grp.pp, params)
     p2p = p2p_comm + p2p_host
     pt = pipeline_time(plan, layer_time, p2p, ends.embedding_s, ends.logits_s)
+    if model.moe:  # DualPipe's bubble shape (moe.py)
+        bubble = where(moe_code == MOE_OVERLAP_CODES["dualpipe"], pt.bubble_s * dualpipe_bubble_factor(lay.pp),
+                       pt.bubble_s)
+        pt.pipe_s, pt.bubble_s = pt.pipe_s - pt.bubble_s + bubble, bubble
     pipe = pt.pipe_s
     stragglers = straggler_time(pipe, as_float(lay.gpus), params)
 
