@@ -30,6 +30,9 @@ class ParallelismSpec(Spec):
     (Megatron-Core MoE parallel folding: the experts re-fold the dense ranks as etp x ep x expert-DP)."""
     etp: PositiveInt | None = None
     """Expert tensor-parallel degree (Megatron ``--expert-tensor-parallel-size``); default tp."""
+    recompute_modules: tuple[Literal["layernorm", "mla_up_proj", "core_attn", "moe_act", "moe", "shared_experts"], ...] = ()
+    """Per-module activation recompute (Megatron ``--recompute-modules``): the module keeps only its input
+    and re-runs in the backward (``clustertwin.train.memory_moe``)."""
     moe_overlap: Literal["auto", "none", "shared_expert", "a2a", "dualpipe"] = "auto"
     """How the MoE dispatch/combine all-to-all overlaps compute: ``none``; ``shared_expert`` (behind the
     shared experts, ``--moe-shared-expert-overlap``); ``a2a`` (behind another micro-batch's compute,

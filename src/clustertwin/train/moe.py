@@ -56,6 +56,10 @@ MOE_PERMUTE_BYTES_PER_H = 2 * 2 * BF16_BYTES
 #: router: fp32 logits written, softmax/top-k read and write them (bytes per token and expert)
 ROUTER_BYTES_PER_SCORE = 3 * 4
 KERNELS_MOE_EXTRA = 10
+#: forward kernels of an MoE layer after the dispatch's host sync: fc1 and fc2 grouped GEMMs, activation,
+#: two FP8 casts, combine (count exchange + data), un-permutation, probability scaling, residual add,
+#: and the next layer's norm
+MOE_POST_SYNC_KERNELS = 12
 #: overlap modes of the dispatch/combine all-to-all
 MOE_OVERLAPS = ("none", "shared_expert", "a2a", "dualpipe")
 #: token counts at which the all-to-all model is sampled per EP group shape (interpolated between)
@@ -76,6 +80,9 @@ class FfnCost:
     kernels: int
     shared_s: object = 0.0
     """shared-expert forward + backward seconds (what shared-expert overlap can hide behind)"""
+    routed_fwd_s: object = 0.0
+    """routed-expert grouped GEMMs, forward (the GPU work after the dispatch)"""
+    routed_bwd_s: object = 0.0
 
 
 def imbalance(model: ModelSpec, params: TrainParams, force_balanced: bool) -> float:
@@ -105,6 +112,7 @@ def ffn_cost(model: ModelSpec, c: ModelShape, lay: Layouts, T, g: Gemm, moe_laye
     if params is not None:
         slow = (1.0 + params.moe_m_half / fmax(m_e, 1.0)) / params.grouped_gemm_efficiency
         fwd, bwd = fwd * slow, bwd * slow
+    routed_f, routed_b = fwd, bwd
     shared_f: object = 0.0
     shared_b: object = 0.0
     if me.shared_experts:
@@ -114,7 +122,26 @@ def ffn_cost(model: ModelSpec, c: ModelShape, lay: Layouts, T, g: Gemm, moe_laye
     r_f, r_b = g.fwd_bwd(t_r, me.experts, c.h)
     f_tok = me.top_k * me.expert_ffn_hidden + me.shared_experts * me.expert_ffn_hidden
     extra = T * MOE_PERMUTE_BYTES_PER_H * c.h * me.top_k * load + t_r * me.experts * ROUTER_BYTES_PER_SCORE
-    return FfnCost(fwd + r_f, bwd + r_b, f_tok, extra, KERNELS_MOE_EXTRA, shared_f + shared_b)
+    return FfnCost(fwd + r_f, bwd + r_b, f_tok, extra, KERNELS_MOE_EXTRA, shared_f + shared_b, routed_f, routed_b)
+
+
+def sync_stall(ffn: FfnCost, a2a_s, full_f, params: TrainParams, bwd_kernel_factor: float):
+    """GPU idle seconds per MoE layer and micro-batch from the dispatcher's host synchronisation.
+
+    Megatron-Core's all-to-all dispatcher copies the per-expert token counts to the host to size the
+    all-to-all and the grouped GEMM (``.cpu()`` of ``tokens_per_expert``), once per dispatch; the host's
+    launch queue drains there, so the kernels after it (``MOE_POST_SYNC_KERNELS``: grouped GEMMs,
+    activation, casts, combine, un-permutation, residual) cannot hide behind earlier GPU work:
+
+        stall = sum over passes of max(0, kernels_after x kernel_host_overhead_s - GPU time after)
+                + moe_sync_latency_s per pass
+
+    (forward and recomputed forward: the routed experts + combine; backward: twice the kernels).
+    Sync-free dispatchers with CUDA graphs (HybridEP, DeepSeek's stack) have none (``Stack.moe_host_sync``)."""
+    h = params.kernel_host_overhead_s
+    fwd = fmax(MOE_POST_SYNC_KERNELS * h - (ffn.routed_fwd_s + a2a_s / 2), 0.0)
+    bwd = fmax(bwd_kernel_factor * MOE_POST_SYNC_KERNELS * h - (ffn.routed_bwd_s + a2a_s / 2), 0.0)
+    return fwd * (1.0 + full_f) + bwd + (2.0 + full_f) * params.moe_sync_latency_s
 
 
 def dispatch_bytes_per_value(kernel: str, precision: str) -> tuple[float, float]:

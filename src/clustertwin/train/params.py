@@ -86,6 +86,9 @@ class TrainParams:
     moe_m_half: float = 128.0
     """Rows per expert at which a grouped GEMM's per-expert efficiency halves (row padding to 128-row
     tiles, per-expert prologue): factor 1 + moe_m_half / rows."""
+    moe_sync_latency_s: float = 30e-6
+    """Device-to-host copy and stream synchronisation of the MoE dispatcher's token counts, seconds per
+    dispatch (:func:`clustertwin.train.moe.sync_stall`)."""
     moe_imbalance: float = 1.1
     """Dropless routing without forced balance: routed tokens of the busiest EP rank over the mean (the
     step waits for it); a capacity factor caps it."""

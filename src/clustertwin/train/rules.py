@@ -53,7 +53,7 @@ def violations(model: ModelSpec, lay: Layouts, global_batch: int, gpus_per_node:
     m = global_batch // np.maximum(mbs * dp, 1)
     vpp_bad = (vpp > 1) & ((pp == 1) | (m % pp != 0))
     experts = model.moe.experts if model.moe else 1
-    ep_bad = ~folding_valid(lay, experts) if model.moe else ep != 1
+    ep_bad = np.logical_not(folding_valid(lay, experts)) if model.moe else ep != 1
     return {
         "heads_tp": heads_bad,
         "layers_pp": layers_bad,

@@ -20,8 +20,8 @@ feature set comes from:
 * ``megatron-bridge-2025``: NeMo Megatron-Bridge perf recipes (containers 25.11+): as nemo-2025, with
   model FLOPs that count the causal attention span, the all-to-all token dispatcher with shared-expert
   overlap and force-balanced routing (the tables' footnote);
-* ``megatron-bridge-2026``: containers 26.06+: the HybridEP/DeepEP flex dispatcher (FP8 dispatch) and the
-  1F1B all-to-all overlap (``--overlap-moe-expert-parallel-comm``) in the MoE perf recipes;
+* ``megatron-bridge-2026``: containers 26.06+: the HybridEP/DeepEP flex dispatcher (FP8 dispatch, no host
+  sync, TE CUDA graphs) and the 1F1B all-to-all overlap (``--overlap-moe-expert-parallel-comm``) in the MoE perf recipes;
 * ``deepseek-2024``: DeepSeek-V3's HAI-LLM (DeepSeek-AI 2024, section 3.2): DualPipe, DeepEP, FP8,
   no interleaving;
 * ``torchtitan-2025``: torchtitan (PyTorch FSDP2, async TP, context parallel, float8, flexible
@@ -72,6 +72,9 @@ class Stack:
     """dispatch/combine overlap modes it runs (:data:`clustertwin.train.moe.MOE_OVERLAPS`)"""
     moe_force_balanced: bool = False
     """benchmark recipes force-balance the router (``moe_router_force_load_balancing``)"""
+    moe_host_sync: bool = True
+    """the token dispatcher synchronises with the host per dispatch (:func:`clustertwin.train.moe.sync_stall`);
+    False for sync-free dispatchers captured in CUDA graphs"""
 
 
 _MEGATRON_2021 = Stack("megatron-2021", 2021, flash_attention=False, tp_comm_overlap=False,
@@ -93,9 +96,9 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
     replace(_MCORE_2024, name="megatron-bridge-2025", year=2025, causal_flops=True,
             moe_overlaps=("none", "shared_expert"), moe_force_balanced=True),
     replace(_MCORE_2024, name="megatron-bridge-2026", year=2026, causal_flops=True, moe_dispatcher="deepep",
-            moe_overlaps=("none", "shared_expert", "a2a", "dualpipe"), moe_force_balanced=True),
+            moe_overlaps=("none", "shared_expert", "a2a", "dualpipe"), moe_force_balanced=True, moe_host_sync=False),
     replace(_MCORE_2024, name="deepseek-2024", year=2024, causal_flops=True, moe_dispatcher="deepep",
-            moe_overlaps=("none", "dualpipe"), interleaved=False),
+            moe_overlaps=("none", "dualpipe"), interleaved=False, moe_host_sync=False),
 )}
 #: the two generic names of earlier releases
 ALIASES = {"te": "megatron-core-2024", "legacy": "megatron-2022"}

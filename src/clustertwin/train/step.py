@@ -44,6 +44,7 @@ from clustertwin.train.moe import (
     ffn_cost,
     imbalance,
     overlap_code,
+    sync_stall,
 )
 from clustertwin.train.moe_layout import expert_groups
 from clustertwin.train.optimizer import optimizer_time
@@ -78,6 +79,8 @@ class LayerTime:
     tp: object = 0.0
     cp: object = 0.0
     ep: object = 0.0
+    sync: object = 0.0
+    """GPU idle behind the MoE dispatcher's host sync (moe.sync_stall)"""
 
 
 def evaluate_layouts(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch: int,
@@ -137,9 +140,11 @@ def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch
         lc = layer_compute(c, lay, T, g, bw, precision, ffn)
         compute = lc.fwd_s + lc.bwd_s + core.fwd_s + core.bwd_s + where(full, lc.fwd_s + core.fwd_s, 0.0) + \
             where(sel, core.fwd_s, 0.0)
-        ep_exp = ep_exposed(dispatch_combine_s(model, cluster, c, lay, T, eg, st.moe_dispatcher, precision, load,
-                                               calibration), passes, moe_code, compute, ffn.shared_s,
-                            params) if moe else 0.0
+        a2a = dispatch_combine_s(model, cluster, c, lay, T, eg, st.moe_dispatcher, precision, load,
+                                 calibration) if moe else 0.0
+        ep_exp = ep_exposed(a2a, passes, moe_code, compute, ffn.shared_s, params) if moe else 0.0
+        if moe and st.moe_host_sync:
+            lt.sync = lt.sync + share * sync_stall(ffn, a2a, full_f, params, BWD_KERNEL_FACTOR)
         kernels = (lc.kernels + core.kernels + tp_kernels) * (1 + BWD_KERNEL_FACTOR + full_f) + \
             where(sel, KERNELS_FLASH_ATTENTION, 0)
         lt.gpu = lt.gpu + share * (compute + tp_layer + cp_exp + ep_exp)
@@ -153,8 +158,8 @@ def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch
 
     plan = stage_plan(model, lay, global_batch)
     m = as_float(plan.microbatches)
-    layer_time = fmax(lt.gpu, lt.host)
-    host_stall = fmax(lt.host - lt.gpu, 0.0)
+    layer_time = fmax(lt.gpu, lt.host) + lt.sync
+    host_stall = fmax(lt.host - lt.gpu, 0.0) + lt.sync
     ends = end_blocks(c, lay.tp, T, g, bw, params)
     p2p_comm, p2p_host = p2p_time(lay, T, c.h, coll, grp.pp, params)
     p2p = p2p_comm + p2p_host
