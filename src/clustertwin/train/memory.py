@@ -39,8 +39,12 @@ from clustertwin.specs.model import ModelSpec
 from clustertwin.train.breakdown import MEMORY_TERMS, MemoryBreakdown
 from clustertwin.train.flops import attention_widths, param_counts
 from clustertwin.train.layout import RECOMPUTE_CODES, Layouts, as_float, fmax, fmin, scalar, where
-from clustertwin.train.memory_moe import (RECOMPUTE_MODULES, dualpipe_inflight, dualpipe_state_factor,
-                                          module_savings)
+from clustertwin.train.memory_moe import (
+    RECOMPUTE_MODULES,
+    dualpipe_inflight,
+    dualpipe_state_factor,
+    module_savings,
+)
 from clustertwin.train.params import TrainParams
 from clustertwin.train.pipeline import StagePlan, stage_plan
 from clustertwin.train.placement import Groups, groups
