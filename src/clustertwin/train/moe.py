@@ -138,9 +138,9 @@ def sync_stall(ffn: FfnCost, a2a_s, full_f, params: TrainParams, bwd_kernel_fact
 
     (forward and recomputed forward: the routed experts + combine; backward: twice the kernels).
     Sync-free dispatchers with CUDA graphs (HybridEP, DeepSeek's stack) have none (``Stack.moe_host_sync``)."""
-    h = params.kernel_host_overhead_s
-    fwd = fmax(MOE_POST_SYNC_KERNELS * h - (ffn.routed_fwd_s + a2a_s / 2), 0.0)
-    bwd = fmax(bwd_kernel_factor * MOE_POST_SYNC_KERNELS * h - (ffn.routed_bwd_s + a2a_s / 2), 0.0)
+    host = MOE_POST_SYNC_KERNELS * params.kernel_host_overhead_s + params.moe_sync_host_s
+    fwd = fmax(host - (ffn.routed_fwd_s + a2a_s / 2), 0.0)
+    bwd = fmax(bwd_kernel_factor * host - (ffn.routed_bwd_s + a2a_s / 2), 0.0)
     return fwd * (1.0 + full_f) + bwd + (2.0 + full_f) * params.moe_sync_latency_s
 
 
@@ -176,6 +176,14 @@ def _interp(tokens, times: np.ndarray):
     return float(y) if np.ndim(y) == 0 else y
 
 
+def pair_kernel(kernel: str, ep: int, rpn: int) -> str:
+    """The all-to-all kernel of an EP group: ``flex`` (Megatron-Core's flex dispatcher as the perf recipes
+    configure it) runs DeepEP when the group spans nodes and the NCCL all-to-all inside one node."""
+    if kernel == "flex":
+        return "deepep" if ep > rpn else "nccl"
+    return kernel
+
+
 def dispatch_combine_s(model: ModelSpec, cluster, c: ModelShape, lay: Layouts, T, eg: ExpertGroups,
                        kernel: str, precision: str, load: float, calibration=None):
     """Seconds of one dispatch + one combine of an MoE layer's micro-batch on the busiest rank
@@ -185,22 +193,22 @@ def dispatch_combine_s(model: ModelSpec, cluster, c: ModelShape, lay: Layouts, T
     me = model.moe
     t_r = T / as_float(lay.tp) * load
     node_groups = me.node_groups or cluster.nodes
-    b_d, b_c = dispatch_bytes_per_value(kernel, precision)
+
+    def pair(ep_i: int, rpn_i: int, tokens):
+        k = pair_kernel(kernel, ep_i, rpn_i)
+        b_d, b_c = dispatch_bytes_per_value(k, precision)
+        return sum(_interp(tokens, _a2a_grid(cluster, ep_i, rpn_i, c.h, k, me.top_k, node_groups, b, ph,
+                                             calibration)) for b, ph in ((b_d, "dispatch"), (b_c, "combine")))
+
     ep, rpn = eg.ep, eg.ep_rpn
     if not isinstance(ep, np.ndarray) and not isinstance(rpn, np.ndarray) and not isinstance(t_r, np.ndarray):
-        if int(ep) <= 1:
-            return 0.0
-        return sum(_interp(t_r, _a2a_grid(cluster, int(ep), int(rpn), c.h, kernel, me.top_k, node_groups, b,
-                                          ph, calibration)) for b, ph in ((b_d, "dispatch"), (b_c, "combine")))
+        return 0.0 if int(ep) <= 1 else pair(int(ep), int(rpn), t_r)
     tr, e, r = np.broadcast_arrays(np.asarray(t_r, dtype=float), np.asarray(ep), np.asarray(rpn))
     out = np.zeros(tr.shape)
     for ep_i, rpn_i in {(int(a), int(b)) for a, b in zip(e.flat, r.flat, strict=True)}:
-        if ep_i <= 1:
-            continue
-        sel = (e == ep_i) & (r == rpn_i)
-        for b, ph in ((b_d, "dispatch"), (b_c, "combine")):
-            out[sel] += _interp(tr[sel], _a2a_grid(cluster, ep_i, rpn_i, c.h, kernel, me.top_k, node_groups, b,
-                                                   ph, calibration))
+        if ep_i > 1:
+            sel = (e == ep_i) & (r == rpn_i)
+            out[sel] = pair(ep_i, rpn_i, tr[sel])
     return out
 
 

@@ -89,6 +89,12 @@ class TrainParams:
     moe_sync_latency_s: float = 30e-6
     """Device-to-host copy and stream synchronisation of the MoE dispatcher's token counts, seconds per
     dispatch (:func:`clustertwin.train.moe.sync_stall`)."""
+    moe_sync_host_s: float = 1e-3
+    """Host (Python) seconds of an MoE layer's forward after the dispatcher's token-count sync besides its
+    kernel launches: the eager-mode token bookkeeping of Megatron-Core's dispatcher (split sizes to a
+    Python list, permutation indices, probabilities, ~60 small torch ops at 10-20 us each); backward
+    twice. The GPU idles for the part the expert GEMMs do not cover (:func:`clustertwin.train.moe.sync_stall`).
+    Fitted once over the MoE calibration rows (any value in 0.6-1.2 ms gives the same median)."""
     moe_imbalance: float = 1.1
     """Dropless routing without forced balance: routed tokens of the busiest EP rank over the mean (the
     step waits for it); a capacity factor caps it."""

@@ -93,7 +93,7 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
     _MEGATRON_2021, _MEGATRON_2022, _DEEPSPEED_2022, _MCORE_2024,
     replace(_MCORE_2024, name="nemo-2025", year=2025),
     replace(_MCORE_2024, name="torchtitan-2025", year=2025, zero_stages=(0, 3)),
-    replace(_MCORE_2024, name="megatron-bridge-2025", year=2025, causal_flops=True,
+    replace(_MCORE_2024, name="megatron-bridge-2025", year=2025, causal_flops=True, moe_dispatcher="flex",
             moe_overlaps=("none", "shared_expert"), moe_force_balanced=True),
     replace(_MCORE_2024, name="megatron-bridge-2026", year=2026, causal_flops=True, moe_dispatcher="deepep",
             moe_overlaps=("none", "shared_expert", "a2a", "dualpipe"), moe_force_balanced=True, moe_host_sync=False),
