@@ -45,6 +45,7 @@ import numpy as np
 
 from clustertwin.comm.alltoall import expert_all_to_all
 from clustertwin.specs.model import ModelSpec
+from clustertwin.train.collectives import unique_pairs
 from clustertwin.train.gemm import BF16_BYTES, FP8_BYTES, Gemm
 from clustertwin.train.layer import ModelShape, linear
 from clustertwin.train.layout import MOE_OVERLAP_CODES, Layouts, as_float, fmax, fmin, where
@@ -205,7 +206,7 @@ def dispatch_combine_s(model: ModelSpec, cluster, c: ModelShape, lay: Layouts, T
         return 0.0 if int(ep) <= 1 else pair(int(ep), int(rpn), t_r)
     tr, e, r = np.broadcast_arrays(np.asarray(t_r, dtype=float), np.asarray(ep), np.asarray(rpn))
     out = np.zeros(tr.shape)
-    for ep_i, rpn_i in {(int(a), int(b)) for a, b in zip(e.flat, r.flat, strict=True)}:
+    for ep_i, rpn_i in unique_pairs(e, r):
         if ep_i > 1:
             sel = (e == ep_i) & (r == rpn_i)
             out[sel] = pair(ep_i, rpn_i, tr[sel])
