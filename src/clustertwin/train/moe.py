@@ -241,3 +241,31 @@ def dualpipe_bubble_factor(pp):
     forward-backward pair): ``(p/2 - 1) / (p - 1) x 2/3`` (DeepSeek-AI 2024, Table 2)."""
     p = as_float(pp)
     return where(p > 1, fmax(p / 2 - 1, 0.0) / fmax(p - 1, 1.0) * (2.0 / 3.0), 1.0)
+
+
+def overlap_violation(stack_name: str, stack_overlaps: tuple[str, ...], mode: str, model: ModelSpec,
+                      pp: int) -> str | None:
+    """Why an explicit ``moe_overlap`` cannot run (None when it can): the stack lacks it, DualPipe needs
+    an even pipeline of at least 2 stages, shared-expert overlap needs shared experts."""
+    if mode in ("auto", "none"):
+        return None
+    if not model.moe:
+        return f"moe_overlap '{mode}' needs an MoE model"
+    if mode not in stack_overlaps:
+        having = [s for s in STACKS_WITH_OVERLAP if mode in STACKS_WITH_OVERLAP[s]]
+        return (f"software stack {stack_name} has no MoE overlap '{mode}' (it runs: {', '.join(stack_overlaps)}); "
+                f"stacks that do: {', '.join(having)}")
+    if mode == "dualpipe" and (pp < 2 or pp % 2):
+        return f"DualPipe needs an even number of pipeline stages >= 2 (pp={pp})"
+    if mode == "shared_expert" and not model.moe.shared_experts:
+        return "moe_overlap 'shared_expert' needs shared experts (moe.shared_experts > 0)"
+    return None
+
+
+def _stacks_with_overlap() -> dict[str, tuple[str, ...]]:
+    from clustertwin.train.stack import STACKS
+
+    return {name: st.moe_overlaps for name, st in STACKS.items()}
+
+
+STACKS_WITH_OVERLAP = _stacks_with_overlap()
