@@ -269,3 +269,34 @@ def _stacks_with_overlap() -> dict[str, tuple[str, ...]]:
 
 
 STACKS_WITH_OVERLAP = _stacks_with_overlap()
+
+
+def module_recompute_s(c: ModelShape, lay: Layouts, T, g: Gemm, bw: float, ffn: FfnCost, core_fwd_s, moe_layer: bool):
+    """Forward seconds re-run in the backward by the per-module recompute of ``lay.rc_modules``
+    (:mod:`clustertwin.train.memory_moe`): ``layernorm`` the two norms (read + write h, 16-bit),
+    ``mla_up_proj`` the MLA query and KV up-projection GEMMs, ``core_attn`` the attention core,
+    ``moe_act`` the routed experts' SwiGLU (read the gate and up outputs, write the product),
+    ``moe`` the routed expert GEMMs, ``shared_experts`` the shared experts' GEMMs."""
+    code = lay.rc_modules
+    if not isinstance(code, np.ndarray) and not code:
+        return 0.0
+    from clustertwin.train.memory_moe import RECOMPUTE_MODULES as B
+
+    def on(name):
+        return (code & B[name]) > 0
+
+    t = as_float(lay.tp)
+    extra = where(on("layernorm"), T * 2 * 2 * BF16_BYTES * c.h / bw, 0.0)
+    extra = extra + where(on("core_attn"), core_fwd_s, 0.0)
+    if c.latent:
+        shapes = ((c.qk / t, c.q_rank),) if c.q_rank else ()
+        up = 0.0
+        for n_out, k_in in (*shapes, (c.mla_up / t, c.mla_rank)):
+            up = up + g.time(T, n_out, k_in)
+        extra = extra + where(on("mla_up_proj"), up, 0.0)
+    if moe_layer:
+        # SwiGLU of every expert a token visits (routed and shared, ``f_tok`` wide)
+        extra = extra + where(on("moe_act"), T * 3 * BF16_BYTES * ffn.f_tok / t / bw, 0.0)
+        extra = extra + where(on("moe"), ffn.routed_fwd_s, 0.0)
+        extra = extra + where(on("shared_experts"), ffn.shared_s / 3.0, 0.0)
+    return extra

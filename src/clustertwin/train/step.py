@@ -43,6 +43,7 @@ from clustertwin.train.moe import (
     ep_exposed,
     ffn_cost,
     imbalance,
+    module_recompute_s,
     overlap_code,
     sync_stall,
 )
@@ -139,7 +140,7 @@ def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch
         ffn = ffn_cost(model, c, lay, T, g, moe, params, eg, load)
         lc = layer_compute(c, lay, T, g, bw, precision, ffn)
         compute = lc.fwd_s + lc.bwd_s + core.fwd_s + core.bwd_s + where(full, lc.fwd_s + core.fwd_s, 0.0) + \
-            where(sel, core.fwd_s, 0.0)
+            where(sel, core.fwd_s, 0.0) + where(full, 0.0, module_recompute_s(c, lay, T, g, bw, ffn, core.fwd_s, moe))
         a2a = dispatch_combine_s(model, cluster, c, lay, T, eg, st.moe_dispatcher, precision, load,
                                  calibration) if moe else 0.0
         ep_exp = ep_exposed(a2a, passes, moe_code, compute, ffn.shared_s, params) if moe else 0.0
