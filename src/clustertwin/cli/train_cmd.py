@@ -121,6 +121,12 @@ def estimate_command(
                                             help="Count the embedding as a layer slot of the pipeline split."),
     loss_in_split: bool = typer.Option(False, "--loss-in-split",
                                        help="Count the output layer and loss as a layer slot of the split."),
+    etp: int = typer.Option(None, "--etp", help="MoE: expert tensor-parallel degree (default: tp)."),
+    moe_overlap: str = typer.Option("auto", "--moe-overlap",
+                                    help="MoE all-to-all overlap: auto, none, shared_expert, a2a or dualpipe."),
+    recompute_modules: str = typer.Option("", "--recompute-modules",
+                                          help="Per-module recompute, comma-separated: layernorm, mla_up_proj, "
+                                               "core_attn, moe_act, moe, shared_experts."),
     precision: str = PrecOpt,
     tokens: float = TokensOpt,
     usd_per_gpu_hour: float = PriceOpt,
@@ -149,7 +155,9 @@ def estimate_command(
         "global_batch": global_batch, "recompute": recompute, "zero": zero, "sequence_parallel": sp,
         "precision": precision, "software_stack": stack, "first_stage_layers": first_stage_layers,
         "last_stage_layers": last_stage_layers, "embedding_in_split": embedding_in_split,
-        "loss_in_split": loss_in_split}, gpus or c.total_gpus, prefix=(),
+        "loss_in_split": loss_in_split, "etp": etp, "moe_overlap": moe_overlap,
+        "recompute_modules": [x.strip() for x in recompute_modules.split(",") if x.strip()] or None},
+        gpus or c.total_gpus, prefix=(),
         stack=resolve_stack(stack, c, resolve_params(None, cal)))
     if with_failures and not tokens:
         raise SpecError("--with-failures needs a token budget (--tokens)")
