@@ -58,6 +58,8 @@ def _short_layout(layout: dict[str, Any]) -> str:
     """``tp8 pp16 dp8 vpp2 mbs1 sel z1 sp`` (degrees of 1 and ep/cp/vpp of 1 left out)."""
     parts = [f"tp{layout['tp']}", f"pp{layout['pp']}", f"dp{layout['dp']}"]
     parts += [f"{k}{layout[k]}" for k in ("cp", "ep", "vpp") if layout[k] != 1]
+    if layout["ep"] != 1 and layout.get("etp", layout["tp"]) != layout["tp"]:
+        parts.append(f"etp{layout['etp']}")  # expert TP folded differently from TP (MoE)
     parts += [f"mbs{layout['micro_batch']}", {"none": "no-rc", "selective": "sel-rc", "full": "full-rc"}[
         layout["recompute"]], f"z{layout['zero']}"]
     if layout["sequence_parallel"]:
