@@ -223,3 +223,17 @@ def test_overlap_modes_the_stack_lacks_are_explained():
         estimate(m, c, p)
     with pytest.raises(SpecError, match="even number of pipeline stages"):
         estimate(m, c, p.model_copy(update={"pp": 1, "dp": 2048, "software_stack": "deepseek-2024"}))
+
+
+def test_recompute_num_layers_lies_between_none_and_full():
+    m = catalog.get("model", "qwen3-30b-a3b")
+    c = specs.load(specs.ClusterSpec, {"node": "dgx-h100", "nodes": 2})
+    kw = dict(tp=1, pp=2, dp=8, ep=8, global_batch=64, precision="fp8", zero=1)
+    none = estimate(m, c, specs.ParallelismSpec(recompute="none", **kw))
+    full = estimate(m, c, specs.ParallelismSpec(recompute="full", **kw))
+    part = estimate(m, c, specs.ParallelismSpec(recompute="full", recompute_num_layers=6, **kw))  # 6 of 24
+    assert none.step_time_s < part.step_time_s < full.step_time_s
+    assert full.memory_gib_per_gpu < part.memory_gib_per_gpu < none.memory_gib_per_gpu
+    assert part.layout["recompute_num_layers"] == 6
+    with pytest.raises(SpecError, match="recompute_num_layers needs recompute: full"):
+        specs.load(specs.ParallelismSpec, {"recompute_num_layers": 2})

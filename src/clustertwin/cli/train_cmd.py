@@ -124,6 +124,8 @@ def estimate_command(
     loss_in_split: bool = typer.Option(False, "--loss-in-split",
                                        help="Count the output layer and loss as a layer slot of the split."),
     etp: int = typer.Option(None, "--etp", help="MoE: expert tensor-parallel degree (default: tp)."),
+    recompute_num_layers: int = typer.Option(None, "--recompute-num-layers",
+                                             help="With --recompute full: recompute only N layers per chunk."),
     moe_overlap: str = typer.Option("auto", "--moe-overlap",
                                     help="MoE all-to-all overlap: auto, none, shared_expert, a2a or dualpipe."),
     recompute_modules: str = typer.Option("", "--recompute-modules",
@@ -158,6 +160,7 @@ def estimate_command(
         "precision": precision, "software_stack": stack, "first_stage_layers": first_stage_layers,
         "last_stage_layers": last_stage_layers, "embedding_in_split": embedding_in_split,
         "loss_in_split": loss_in_split, "etp": etp, "moe_overlap": moe_overlap,
+        "recompute_num_layers": recompute_num_layers,
         "recompute_modules": [x.strip() for x in recompute_modules.split(",") if x.strip()] or None},
         gpus or c.total_gpus, prefix=(),
         stack=resolve_stack(stack, c, resolve_params(None, cal)))

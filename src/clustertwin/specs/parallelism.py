@@ -33,6 +33,9 @@ class ParallelismSpec(Spec):
     recompute_modules: tuple[Literal["layernorm", "mla_up_proj", "core_attn", "moe_act", "moe", "shared_experts"], ...] = ()
     """Per-module activation recompute (Megatron ``--recompute-modules``): the module keeps only its input
     and re-runs in the backward (``clustertwin.train.memory_moe``)."""
+    recompute_num_layers: PositiveInt | None = None
+    """With ``recompute: full``: recompute only this many layers of each pipeline chunk (Megatron
+    ``--recompute-method block --recompute-num-layers``); the others keep their activations."""
     moe_overlap: Literal["auto", "none", "shared_expert", "a2a", "dualpipe"] = "auto"
     """How the MoE dispatch/combine all-to-all overlaps compute: ``none``; ``shared_expert`` (behind the
     shared experts, ``--moe-shared-expert-overlap``); ``a2a`` (behind another micro-batch's compute,
@@ -82,6 +85,8 @@ class ParallelismSpec(Spec):
             )
         if (self.first_stage_layers or self.last_stage_layers) and (self.embedding_in_split or self.loss_in_split):
             raise ValueError("first/last_stage_layers and embedding/loss_in_split are alternatives; give one")
+        if self.recompute_num_layers and self.recompute != "full":
+            raise ValueError("recompute_num_layers needs recompute: full (block recompute of that many layers)")
         if self.schedule == "interleaved" and self.vpp == 1:
             raise ValueError("schedule 'interleaved' needs vpp > 1 (virtual pipeline chunks per stage)")
         if self.schedule == "1f1b" and self.vpp > 1:

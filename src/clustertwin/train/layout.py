@@ -53,6 +53,8 @@ class Layouts:
     """MoE dispatch/combine overlap code (:data:`MOE_OVERLAP_CODES`; -1: the stack's default)"""
     rc_modules: np.ndarray | int = 0
     """bitmask of per-module recompute (:data:`clustertwin.train.memory_moe.RECOMPUTE_MODULES`)"""
+    rc_layers: np.ndarray | int = 0
+    """full recompute of this many layers per pipeline chunk only (0: every layer)"""
 
     def __post_init__(self) -> None:
         if isinstance(self.tp, np.ndarray):
@@ -68,7 +70,7 @@ class Layouts:
                    RECOMPUTE_CODES[p.recompute], p.zero, int(p.sequence_parallel),  # type: ignore[arg-type]
                    p.first_stage_layers or 0, p.last_stage_layers or 0, int(p.embedding_in_split),
                    int(p.loss_in_split), p.etp or 0, MOE_OVERLAP_CODES[p.moe_overlap],
-                   sum(RECOMPUTE_MODULE_BITS[m] for m in set(p.recompute_modules)))
+                   sum(RECOMPUTE_MODULE_BITS[m] for m in set(p.recompute_modules)), p.recompute_num_layers or 0)
 
     @property
     def is_scalar(self) -> bool:
@@ -104,7 +106,8 @@ class Layouts:
             first_stage_layers=int(self.first[i]) or None, last_stage_layers=int(self.last[i]) or None,
             embedding_in_split=bool(self.emb_split[i]), loss_in_split=bool(self.loss_split[i]),
             etp=int(self.etp[i]) or None, moe_overlap=MOE_OVERLAP_NAMES[int(self.moe_overlap[i])],  # type: ignore[arg-type]
-            recompute_modules=[k for k, b in RECOMPUTE_MODULE_BITS.items() if int(self.rc_modules[i]) & b])
+            recompute_modules=[k for k, b in RECOMPUTE_MODULE_BITS.items() if int(self.rc_modules[i]) & b],
+            recompute_num_layers=int(self.rc_layers[i]) or None)
 
     def row(self, i: int) -> dict[str, int | bool | str]:
         """Layout ``i`` as a flat dict (for tables and JSON)."""
@@ -117,11 +120,13 @@ class Layouts:
                 "last_stage_layers": int(self.last[i]) or None, "embedding_in_split": bool(self.emb_split[i]),
                 "loss_in_split": bool(self.loss_split[i]), "etp": int(self.etp[i]) or int(self.tp[i]),
                 "moe_overlap": MOE_OVERLAP_NAMES[int(self.moe_overlap[i])],
-                "recompute_modules": [k for k, b in RECOMPUTE_MODULE_BITS.items() if int(self.rc_modules[i]) & b]}
+                "recompute_modules": [k for k, b in RECOMPUTE_MODULE_BITS.items() if int(self.rc_modules[i]) & b],
+                "recompute_num_layers": int(self.rc_layers[i]) or None}
 
 LAYOUT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Layouts))
 #: the stage-plan columns, which default to the balanced split
-OPTIONAL_FIELDS: tuple[str, ...] = ("first", "last", "emb_split", "loss_split", "etp", "moe_overlap", "rc_modules")
+OPTIONAL_FIELDS: tuple[str, ...] = ("first", "last", "emb_split", "loss_split", "etp", "moe_overlap", "rc_modules",
+                                  "rc_layers")
 
 
 # Element-wise helpers that work on numpy arrays (search) and on Python scalars (one estimate, where

@@ -43,6 +43,7 @@ from clustertwin.train.memory_moe import (
     RECOMPUTE_MODULES,
     dualpipe_inflight,
     dualpipe_state_factor,
+    full_recompute_fraction,
     module_savings,
 )
 from clustertwin.train.params import TrainParams
@@ -179,6 +180,13 @@ def memory_breakdown(model: ModelSpec, lay: Layouts, plan: StagePlan, grp: Group
     else:
         act_layer_moe = act_layer_dense
     act_layer = (1 - plan.moe_share) * act_layer_dense + plan.moe_share * act_layer_moe
+    if np.any(np.asarray(lay.rc_layers) > 0):  # block recompute of some layers only (memory_moe)
+        frac = full_recompute_fraction(lay, model.layers)
+        kept = [activation_bytes_per_layer(model, s, lay.mbs, lay.tp, lay.cp, lay.sp, RECOMPUTE_CODES["none"], flash,
+                                           moe_layer=moe, fp8=fp8, modules=lay.rc_modules) for moe in (False, True)]
+        act_kept = (1 - plan.moe_share) * kept[0] + plan.moe_share * kept[1]
+        act_layer = where((lay.recompute == RECOMPUTE_CODES["full"]) & (lay.rc_layers > 0),
+                          frac * act_layer + (1 - frac) * act_kept, act_layer)
     interleave = where(lay.vpp > 1, 1.0 + (pp - 1) / (pp * lay.vpp), 1.0)
     working = where(lay.recompute == RECOMPUTE_CODES["full"],
                     activation_bytes_per_layer(model, s, lay.mbs, lay.tp, lay.cp, lay.sp,

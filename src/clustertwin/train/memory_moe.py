@@ -79,3 +79,14 @@ def dualpipe_state_factor(lay):
 def dualpipe_inflight(lay, inflight):
     """Micro-batches of activations in flight on the first stage: ``pp + 1`` under DualPipe."""
     return where(dualpipe(lay), lay.pp + 1.0, inflight)
+
+
+def full_recompute_fraction(lay, layers: int):
+    """Share of a chunk's layers that full recompute re-runs: ``recompute_num_layers`` / (L / (pp v))
+    (Megatron's block method), 1 when it is not given, 0 without full recompute."""
+    from clustertwin.train.layout import RECOMPUTE_CODES, as_float, fmin
+
+    full = lay.recompute == RECOMPUTE_CODES["full"]
+    per_chunk = layers / (as_float(lay.pp) * as_float(lay.vpp))
+    frac = where(lay.rc_layers > 0, fmin(lay.rc_layers / per_chunk, 1.0), 1.0)
+    return where(full, frac, 0.0)

@@ -36,6 +36,7 @@ from clustertwin.train.hardware import Hardware, hardware
 from clustertwin.train.layer import layer_compute, model_shape
 from clustertwin.train.layout import LAYOUT_FIELDS, RECOMPUTE_CODES, Layouts, as_float, fmax, where
 from clustertwin.train.memory import memory_breakdown, stage_params
+from clustertwin.train.memory_moe import full_recompute_fraction
 from clustertwin.train.moe import (
     MOE_OVERLAP_CODES,
     dispatch_combine_s,
@@ -120,7 +121,7 @@ def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch
     grp = groups(lay, hw.gpus_per_node)
     full = lay.recompute == RECOMPUTE_CODES["full"]
     sel = lay.recompute == RECOMPUTE_CODES["selective"]
-    full_f = as_float(full) if isinstance(full, np.ndarray) else float(full)
+    full_f = full_recompute_fraction(lay, model.layers)  # 1 for full recompute of every layer (memory_moe)
 
     def coll(op: str, nbytes, group: Group):
         return collective_time(cluster, op, nbytes, group.size, group.ranks_per_node, calibration)
@@ -139,7 +140,7 @@ def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch
             continue
         ffn = ffn_cost(model, c, lay, T, g, moe, params, eg, load)
         lc = layer_compute(c, lay, T, g, bw, precision, ffn)
-        compute = lc.fwd_s + lc.bwd_s + core.fwd_s + core.bwd_s + where(full, lc.fwd_s + core.fwd_s, 0.0) + \
+        compute = lc.fwd_s + lc.bwd_s + core.fwd_s + core.bwd_s + full_f * (lc.fwd_s + core.fwd_s) + \
             where(sel, core.fwd_s, 0.0) + where(full, 0.0, module_recompute_s(c, lay, T, g, bw, ffn, core.fwd_s, moe))
         a2a = dispatch_combine_s(model, cluster, c, lay, T, eg, st.moe_dispatcher, precision, load,
                                  calibration) if moe else 0.0
@@ -208,7 +209,7 @@ def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch
     fpt = F.flops_per_token(model, s, causal=cf)
     tokens = global_batch * s
     model_flops = fpt.model * tokens
-    hw_extra = where(full, F.flops_per_token(model, s, "full", cf).recompute,
+    hw_extra = where(full, full_f * F.flops_per_token(model, s, "full", cf).recompute,
                      where(sel, F.flops_per_token(model, s, "selective", cf).recompute, 0.0))
     hw_flops = (fpt.model + hw_extra) * tokens
     out = {
