@@ -120,7 +120,7 @@ class Layouts:
                 "last_stage_layers": int(self.last[i]) or None, "embedding_in_split": bool(self.emb_split[i]),
                 "loss_in_split": bool(self.loss_split[i]), "etp": int(self.etp[i]) or int(self.tp[i]),
                 "moe_overlap": MOE_OVERLAP_NAMES[int(self.moe_overlap[i])],
-                "recompute_modules": [k for k, b in RECOMPUTE_MODULE_BITS.items() if int(self.rc_modules[i]) & b],
+                "recompute_modules": tuple(k for k, b in RECOMPUTE_MODULE_BITS.items() if int(self.rc_modules[i]) & b),
                 "recompute_num_layers": int(self.rc_layers[i]) or None}
 
 LAYOUT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Layouts))

@@ -16,25 +16,8 @@ and its dispatch: force-balanced routing (NeMo's benchmark recipes) 1; dropless
 x h`` GEMM plus its softmax/top-k (fp32 scores, ``ROUTER_BYTES_PER_SCORE``); permutation and
 un-permutation move each routed copy (``MOE_PERMUTE_BYTES_PER_H``).
 
-**Dispatch and combine**: :func:`clustertwin.comm.alltoall.expert_all_to_all` for the ``T / tp`` tokens
-of a rank over the EP group (``ep`` ranks, ``ep_rpn`` per node), ``top_k`` copies at most ``node_groups``
-nodes per token; kernel by the software stack (``nccl`` all-to-all of BF16 routed copies, or DeepEP's
-hierarchical NVLink + RDMA kernels with FP8 dispatch when training in FP8 and BF16 combine). Each MoE
-layer runs a dispatch and a combine per forward, per backward (the transposed pair) and per recomputed
-forward.
-
-**Overlap** (:data:`MOE_OVERLAPS`, a stack feature each):
-
-* ``none``: exposed;
-* ``shared_expert``: the forward dispatch runs alongside the shared experts
-  (``--moe-shared-expert-overlap``): hidden up to the shared-expert forward + backward time;
-* ``a2a``: 1F1B all-to-all overlap (``--overlap-moe-expert-parallel-comm``): one micro-batch's
-  dispatch/combine runs under another's compute; hidden up to ``moe_a2a_overlap`` x the layer's compute,
-  at ``overlap_interference`` seconds of slower compute per hidden second (the comm kernels hold SMs);
-* ``dualpipe``: DeepSeek-V3's DualPipe overlaps forward and backward chunks of two micro-batches the
-  same way; in addition its bubble is ``(p/2 - 1)(F&B + B - 3W)`` against 1F1B's ``(p - 1)(F + B)``
-  (DeepSeek-AI 2024, Table 2) and each rank holds two copies of the stage's weights
-  (:func:`dualpipe_bubble_factor`, :mod:`memory_moe`).
+Dispatch and combine: :mod:`clustertwin.train.moe_dispatch`; their overlap with compute and DualPipe:
+:mod:`clustertwin.train.moe_overlap`.
 """
 
 from __future__ import annotations
@@ -43,14 +26,24 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from clustertwin.comm.alltoall import expert_all_to_all
 from clustertwin.specs.model import ModelSpec
-from clustertwin.train.collectives import unique_pairs
-from clustertwin.train.gemm import BF16_BYTES, FP8_BYTES, Gemm
+from clustertwin.train.gemm import BF16_BYTES, Gemm
 from clustertwin.train.layer import ModelShape, linear
-from clustertwin.train.layout import MOE_OVERLAP_CODES, Layouts, as_float, fmax, fmin, where
+from clustertwin.train.layout import Layouts, as_float, fmax, where
+from clustertwin.train.moe_dispatch import dispatch_combine_s, pair_kernel
 from clustertwin.train.moe_layout import ExpertGroups
+from clustertwin.train.moe_overlap import (
+    MOE_OVERLAPS,
+    dualpipe_bubble_factor,
+    ep_exposed,
+    overlap_code,
+    overlap_violation,
+)
 from clustertwin.train.params import TrainParams
+
+#: the MoE terms the composer imports from here (the dispatch and overlap ones re-exported)
+__all__ = ["MOE_OVERLAPS", "FfnCost", "dispatch_combine_s", "dualpipe_bubble_factor", "ep_exposed", "ffn_cost",
+           "imbalance", "module_recompute_s", "overlap_code", "overlap_violation", "pair_kernel", "sync_stall"]
 
 #: MoE token permutation and un-permutation: read + write each routed copy, twice
 MOE_PERMUTE_BYTES_PER_H = 2 * 2 * BF16_BYTES
@@ -61,11 +54,6 @@ KERNELS_MOE_EXTRA = 10
 #: two FP8 casts, combine (count exchange + data), un-permutation, probability scaling, residual add,
 #: and the next layer's norm
 MOE_POST_SYNC_KERNELS = 12
-#: overlap modes of the dispatch/combine all-to-all
-MOE_OVERLAPS = ("none", "shared_expert", "a2a", "dualpipe")
-#: token counts at which the all-to-all model is sampled per EP group shape (interpolated between)
-_GRID_TOKENS = 2.0 ** np.arange(0.0, 22.25, 0.25)
-_CACHE: dict[tuple, tuple[object, object, np.ndarray]] = {}
 
 
 @dataclass
@@ -143,132 +131,6 @@ def sync_stall(ffn: FfnCost, a2a_s, full_f, params: TrainParams, bwd_kernel_fact
     fwd = fmax(host - (ffn.routed_fwd_s + a2a_s / 2), 0.0)
     bwd = fmax(bwd_kernel_factor * host - (ffn.routed_bwd_s + a2a_s / 2), 0.0)
     return fwd * (1.0 + full_f) + bwd + (2.0 + full_f) * params.moe_sync_latency_s
-
-
-def dispatch_bytes_per_value(kernel: str, precision: str) -> tuple[float, float]:
-    """(dispatch, combine) bytes per hidden value: DeepEP dispatches FP8 when training in FP8 (with a
-    1/128 scale per block), every kernel combines in BF16; NCCL all-to-all moves BF16 both ways."""
-    if kernel == "deepep" and precision == "fp8":
-        return FP8_BYTES * (1 + 4 / 128), float(BF16_BYTES)
-    return float(BF16_BYTES), float(BF16_BYTES)
-
-
-def _a2a_grid(cluster, ep: int, rpn: int, hidden: int, kernel: str, top_k: int, node_groups: int,
-              bpv: float, phase: str, calibration) -> np.ndarray:
-    key = (id(cluster), ep, rpn, hidden, kernel, top_k, node_groups, bpv, phase, id(calibration))
-    hit = _CACHE.get(key)
-    if hit is not None and hit[0] is cluster and hit[1] is calibration:
-        return hit[2]
-    res = expert_all_to_all(cluster, ep, _GRID_TOKENS, hidden, phase=phase, kernel=kernel, top_k=top_k,
-                            node_groups=node_groups, bytes_per_value=bpv, ranks_per_node=rpn,
-                            calibration=calibration)
-    times = np.asarray(res.time_s, dtype=float)
-    if len(_CACHE) > 4096:
-        _CACHE.clear()
-    _CACHE[key] = (cluster, calibration, times)
-    return times
-
-
-def _interp(tokens, times: np.ndarray):
-    x = np.asarray(tokens, dtype=float)
-    y = np.interp(x, _GRID_TOKENS, times)
-    slope = (times[-1] - times[-2]) / (_GRID_TOKENS[-1] - _GRID_TOKENS[-2])
-    y = np.where(x > _GRID_TOKENS[-1], times[-1] + (x - _GRID_TOKENS[-1]) * slope, y)
-    return float(y) if np.ndim(y) == 0 else y
-
-
-def pair_kernel(kernel: str, ep: int, rpn: int) -> str:
-    """The all-to-all kernel of an EP group: ``flex`` (Megatron-Core's flex dispatcher as the perf recipes
-    configure it) runs DeepEP when the group spans nodes and the NCCL all-to-all inside one node."""
-    if kernel == "flex":
-        return "deepep" if ep > rpn else "nccl"
-    return kernel
-
-
-def dispatch_combine_s(model: ModelSpec, cluster, c: ModelShape, lay: Layouts, T, eg: ExpertGroups,
-                       kernel: str, precision: str, load: float, calibration=None):
-    """Seconds of one dispatch + one combine of an MoE layer's micro-batch on the busiest rank
-    (module docstring); 0 for dense models or EP 1."""
-    if not model.moe:
-        return 0.0
-    me = model.moe
-    t_r = T / as_float(lay.tp) * load
-    node_groups = me.node_groups or cluster.nodes
-
-    def pair(ep_i: int, rpn_i: int, tokens):
-        k = pair_kernel(kernel, ep_i, rpn_i)
-        b_d, b_c = dispatch_bytes_per_value(k, precision)
-        return sum(_interp(tokens, _a2a_grid(cluster, ep_i, rpn_i, c.h, k, me.top_k, node_groups, b, ph,
-                                             calibration)) for b, ph in ((b_d, "dispatch"), (b_c, "combine")))
-
-    ep, rpn = eg.ep, eg.ep_rpn
-    if not isinstance(ep, np.ndarray) and not isinstance(rpn, np.ndarray) and not isinstance(t_r, np.ndarray):
-        return 0.0 if int(ep) <= 1 else pair(int(ep), int(rpn), t_r)
-    tr, e, r = np.broadcast_arrays(np.asarray(t_r, dtype=float), np.asarray(ep), np.asarray(rpn))
-    out = np.zeros(tr.shape)
-    for ep_i, rpn_i in unique_pairs(e, r):
-        if ep_i > 1:
-            sel = (e == ep_i) & (r == rpn_i)
-            out[sel] = pair(ep_i, rpn_i, tr[sel])
-    return out
-
-
-def overlap_code(lay: Layouts, stack_overlaps: tuple[str, ...], has_shared: bool):
-    """The layout's overlap code, ``auto`` (-1) resolved to the stack's best short of dualpipe."""
-    if "a2a" in stack_overlaps:
-        auto = MOE_OVERLAP_CODES["a2a"]
-    elif "shared_expert" in stack_overlaps and has_shared:
-        auto = MOE_OVERLAP_CODES["shared_expert"]
-    else:
-        auto = MOE_OVERLAP_CODES["none"]
-    return where(lay.moe_overlap < 0, auto, lay.moe_overlap)
-
-
-def ep_exposed(a2a_s, passes, code, compute_s, shared_s, params: TrainParams):
-    """Exposed all-to-all seconds of one MoE layer and micro-batch over ``passes`` passes, and the
-    compute slow-down of the overlapped part (module docstring)."""
-    total = a2a_s * passes
-    hide_ab = fmin(total, params.moe_a2a_overlap * compute_s)
-    hide_sh = fmin(a2a_s, shared_s)  # forward dispatch/combine beside the shared experts
-    hidden = where(code >= MOE_OVERLAP_CODES["a2a"], hide_ab,
-                   where(code == MOE_OVERLAP_CODES["shared_expert"], hide_sh, 0.0))
-    return total - hidden + params.overlap_interference * hidden
-
-
-def dualpipe_bubble_factor(pp):
-    """DualPipe bubble over the 1F1B bubble: ``(p/2 - 1)(F&B + B - 3W) / ((p - 1)(F + B))`` with the
-    backward B = 2F split into input and weight gradients W = B/2 and F&B = F + B (one overlapped
-    forward-backward pair): ``(p/2 - 1) / (p - 1) x 2/3`` (DeepSeek-AI 2024, Table 2)."""
-    p = as_float(pp)
-    return where(p > 1, fmax(p / 2 - 1, 0.0) / fmax(p - 1, 1.0) * (2.0 / 3.0), 1.0)
-
-
-def overlap_violation(stack_name: str, stack_overlaps: tuple[str, ...], mode: str, model: ModelSpec,
-                      pp: int) -> str | None:
-    """Why an explicit ``moe_overlap`` cannot run (None when it can): the stack lacks it, DualPipe needs
-    an even pipeline of at least 2 stages, shared-expert overlap needs shared experts."""
-    if mode in ("auto", "none"):
-        return None
-    if not model.moe:
-        return f"moe_overlap '{mode}' needs an MoE model"
-    if mode not in stack_overlaps:
-        having = [s for s in STACKS_WITH_OVERLAP if mode in STACKS_WITH_OVERLAP[s]]
-        return (f"software stack {stack_name} has no MoE overlap '{mode}' (it runs: {', '.join(stack_overlaps)}); "
-                f"stacks that do: {', '.join(having)}")
-    if mode == "dualpipe" and (pp < 2 or pp % 2):
-        return f"DualPipe needs an even number of pipeline stages >= 2 (pp={pp})"
-    if mode == "shared_expert" and not model.moe.shared_experts:
-        return "moe_overlap 'shared_expert' needs shared experts (moe.shared_experts > 0)"
-    return None
-
-
-def _stacks_with_overlap() -> dict[str, tuple[str, ...]]:
-    from clustertwin.train.stack import STACKS
-
-    return {name: st.moe_overlaps for name, st in STACKS.items()}
-
-
-STACKS_WITH_OVERLAP = _stacks_with_overlap()
 
 
 def module_recompute_s(c: ModelShape, lay: Layouts, T, g: Gemm, bw: float, ffn: FfnCost, core_fwd_s, moe_layer: bool):

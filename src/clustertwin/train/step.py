@@ -34,11 +34,18 @@ from clustertwin.train.collectives import collective_time
 from clustertwin.train.gemm import Gemm
 from clustertwin.train.hardware import Hardware, hardware
 from clustertwin.train.layer import layer_compute, model_shape
-from clustertwin.train.layout import LAYOUT_FIELDS, RECOMPUTE_CODES, Layouts, as_float, fmax, where
+from clustertwin.train.layout import (
+    LAYOUT_FIELDS,
+    MOE_OVERLAP_CODES,
+    RECOMPUTE_CODES,
+    Layouts,
+    as_float,
+    fmax,
+    where,
+)
 from clustertwin.train.memory import memory_breakdown, stage_params
 from clustertwin.train.memory_moe import full_recompute_fraction
 from clustertwin.train.moe import (
-    MOE_OVERLAP_CODES,
     dispatch_combine_s,
     dualpipe_bubble_factor,
     ep_exposed,
