@@ -74,9 +74,6 @@ class TrainParams:
     """Fraction of ZeRO-3/FSDP parameter gathers hidden by prefetching behind compute."""
     cp_overlap: float = 0.8
     """Fraction of ring-attention KV exchange hidden behind attention compute."""
-    ep_overlap: float = 0.0
-    """Unused (kept for calibration files that set it): MoE overlap is a stack feature, see
-    ``moe_a2a_overlap``."""
     moe_a2a_overlap: float = 0.8
     """Fraction of a layer's compute under which 1F1B all-to-all overlap / DualPipe can hide the MoE
     dispatch and combine (the rest of the compute depends on them)."""
