@@ -43,7 +43,7 @@ from clustertwin.train.params import TrainParams
 
 #: the MoE terms the composer imports from here (the dispatch and overlap ones re-exported)
 __all__ = ["MOE_OVERLAPS", "FfnCost", "dispatch_combine_s", "dualpipe_bubble_factor", "ep_exposed", "ffn_cost",
-           "imbalance", "module_recompute_s", "overlap_code", "overlap_violation", "pair_kernel", "sync_stall"]
+           "imbalance", "module_recompute_flops_per_token", "module_recompute_s", "overlap_code", "overlap_violation", "pair_kernel", "sync_stall"]
 
 #: MoE token permutation and un-permutation: read + write each routed copy, twice
 MOE_PERMUTE_BYTES_PER_H = 2 * 2 * BF16_BYTES
@@ -161,4 +161,33 @@ def module_recompute_s(c: ModelShape, lay: Layouts, T, g: Gemm, bw: float, ffn: 
         extra = extra + where(on("moe_act"), T * 3 * BF16_BYTES * ffn.f_tok / t / bw, 0.0)
         extra = extra + where(on("moe"), ffn.routed_fwd_s, 0.0)
         extra = extra + where(on("shared_experts"), ffn.shared_s / 3.0, 0.0)
+    return extra
+
+
+def module_recompute_flops_per_token(model: ModelSpec, seq_len: int, code, causal: bool):
+    """Hardware FLOPs per token that per-module recompute re-runs (GEMM modules only; norms and SwiGLU are
+    element-wise): ``core_attn`` the attention core forward (as selective recompute), ``mla_up_proj``
+    ``2 (q_lora qk + kv_lora (qk - heads rope + v))`` per layer, ``moe`` ``2 top_k (gate + 1) h f_e`` and
+    ``shared_experts`` ``2 shared (gate + 1) h f_e`` per MoE layer."""
+    if not isinstance(code, np.ndarray) and not code:
+        return 0.0
+    from clustertwin.train import flops as F
+    from clustertwin.train.memory_moe import RECOMPUTE_MODULES as B
+
+    def on(name):
+        return (code & B[name]) > 0
+
+    layers = model.layers + model.mtp_layers
+    extra = where(on("core_attn"), F.flops_per_token(model, seq_len, "selective", causal).recompute, 0.0)
+    w = F.attention_widths(model)
+    if w.latent:
+        up = (model.mla_q_lora_rank or 0) * w.qk + (model.mla_kv_lora_rank or 0) * (
+            w.qk - model.heads * (model.mla_rope_dim or 0) + w.v)
+        extra = extra + where(on("mla_up_proj"), 2.0 * up * layers, 0.0)
+    if model.moe:
+        me = model.moe
+        mats = F.ffn_matrices(model)
+        per_expert = 2.0 * mats * model.hidden * me.expert_ffn_hidden * model.n_moe_layers
+        extra = extra + where(on("moe"), me.top_k * per_expert, 0.0)
+        extra = extra + where(on("shared_experts"), me.shared_experts * per_expert, 0.0)
     return extra

@@ -51,6 +51,7 @@ from clustertwin.train.moe import (
     ep_exposed,
     ffn_cost,
     imbalance,
+    module_recompute_flops_per_token,
     module_recompute_s,
     overlap_code,
     sync_stall,
@@ -217,7 +218,8 @@ def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch
     tokens = global_batch * s
     model_flops = fpt.model * tokens
     hw_extra = where(full, full_f * F.flops_per_token(model, s, "full", cf).recompute,
-                     where(sel, F.flops_per_token(model, s, "selective", cf).recompute, 0.0))
+                     where(sel, F.flops_per_token(model, s, "selective", cf).recompute, 0.0)) + \
+        where(full, 0.0, module_recompute_flops_per_token(model, s, lay.rc_modules, cf))
     hw_flops = (fpt.model + hw_extra) * tokens
     out = {
         "step_time_s": step, "tokens_per_s": tokens / step,
