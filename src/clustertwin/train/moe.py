@@ -16,6 +16,11 @@ and its dispatch: force-balanced routing (NeMo's benchmark recipes) 1; dropless
 x h`` GEMM plus its softmax/top-k (fp32 scores, ``ROUTER_BYTES_PER_SCORE``); permutation and
 un-permutation move each routed copy (``MOE_PERMUTE_BYTES_PER_H``).
 
+**Host sync** (:func:`sync_stall`): the all-to-all dispatcher's token-count copy to the host idles the
+GPU for the host work after it that the expert GEMMs do not cover. **Per-module recompute**
+(:func:`module_recompute_s`, :func:`module_recompute_flops_per_token`): the re-run forward of the
+modules ``recompute_modules`` names (their memory: :mod:`clustertwin.train.memory_moe`).
+
 Dispatch and combine: :mod:`clustertwin.train.moe_dispatch`; their overlap with compute and DualPipe:
 :mod:`clustertwin.train.moe_overlap`.
 """
@@ -43,7 +48,8 @@ from clustertwin.train.params import TrainParams
 
 #: the MoE terms the composer imports from here (the dispatch and overlap ones re-exported)
 __all__ = ["MOE_OVERLAPS", "FfnCost", "dispatch_combine_s", "dualpipe_bubble_factor", "ep_exposed", "ffn_cost",
-           "imbalance", "module_recompute_flops_per_token", "module_recompute_s", "overlap_code", "overlap_violation", "pair_kernel", "sync_stall"]
+           "imbalance", "module_recompute_flops_per_token", "module_recompute_s", "overlap_code",
+           "overlap_violation", "pair_kernel", "sync_stall"]
 
 #: MoE token permutation and un-permutation: read + write each routed copy, twice
 MOE_PERMUTE_BYTES_PER_H = 2 * 2 * BF16_BYTES
