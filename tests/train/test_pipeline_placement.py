@@ -71,7 +71,10 @@ def test_groups_follow_the_megatron_rank_order():
     assert (g.tp.size, g.tp.ranks_per_node) == (2, 2)
     assert (g.cp.size, g.cp.ranks_per_node) == (2, 2)      # stride 2: both CP ranks in one node
     assert (g.dp.size, g.dp.ranks_per_node) == (16, 4)     # DP x CP, stride 2: 4 per 8-GPU node
-    assert (g.ep.size, g.ep.ranks_per_node) == (4, 2)      # stride tp cp = 4
+    # experts re-fold the tp x cp x dp ranks as etp x ep x edp (MoE parallel folding, etp = tp = 2):
+    # EP ranks are etp = 2 apart, 4 per node; expert-DP = 32 / (2 x 4) = 4, stride 8
+    assert (g.ep.size, g.ep.ranks_per_node) == (4, 4)
+    assert (g.edp.size, g.edp.ranks_per_node) == (4, 1)
     assert g.pp.ranks_per_node == 1                        # stride 32 > 8: every hop on the network
     tp16 = groups(_lay(tp=16, dp=2), 8)
     assert (tp16.tp.size, tp16.tp.ranks_per_node) == (16, 8)  # TP over two nodes, costed

@@ -34,8 +34,14 @@ def load_model(ref: str | Path) -> specs.ModelSpec:
 
 
 def load_calibration(ref: str | Path | None) -> specs.Calibration | None:
+    """A calibration file, every section range-checked by its layer's parameters (importing the three
+    parameter modules registers their checks, :data:`clustertwin.specs.calibration.SECTION_CHECKS`)."""
     if ref is None:
         return None
+    import clustertwin.comm.params
+    import clustertwin.infer.params
+    import clustertwin.train.params  # noqa: F401
+
     return specs.load(specs.Calibration, str(ref))
 
 

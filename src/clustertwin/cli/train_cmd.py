@@ -58,6 +58,8 @@ def _short_layout(layout: dict[str, Any]) -> str:
     """``tp8 pp16 dp8 vpp2 mbs1 sel z1 sp`` (degrees of 1 and ep/cp/vpp of 1 left out)."""
     parts = [f"tp{layout['tp']}", f"pp{layout['pp']}", f"dp{layout['dp']}"]
     parts += [f"{k}{layout[k]}" for k in ("cp", "ep", "vpp") if layout[k] != 1]
+    if layout["ep"] != 1 and layout.get("etp", layout["tp"]) != layout["tp"]:
+        parts.append(f"etp{layout['etp']}")  # expert TP folded differently from TP (MoE)
     parts += [f"mbs{layout['micro_batch']}", {"none": "no-rc", "selective": "sel-rc", "full": "full-rc"}[
         layout["recompute"]], f"z{layout['zero']}"]
     if layout["sequence_parallel"]:
@@ -123,6 +125,14 @@ def estimate_command(
                                        help="Count the output layer and loss as a layer slot of the split."),
     pipeline_layout: str = typer.Option(None, "--pipeline-layout",
                                         help="Megatron layout string, e.g. 'Et*7|(t*8|)*14t*7L'."),
+    etp: int = typer.Option(None, "--etp", help="MoE: expert tensor-parallel degree (default: tp)."),
+    recompute_num_layers: int = typer.Option(None, "--recompute-num-layers",
+                                             help="With --recompute full: recompute only N layers per chunk."),
+    moe_overlap: str = typer.Option("auto", "--moe-overlap",
+                                    help="MoE all-to-all overlap: auto, none, shared_expert, a2a or dualpipe."),
+    recompute_modules: str = typer.Option("", "--recompute-modules",
+                                          help="Per-module recompute, comma-separated: layernorm, mla_up_proj, "
+                                               "core_attn, moe_act, moe, shared_experts."),
     precision: str = PrecOpt,
     tokens: float = TokensOpt,
     usd_per_gpu_hour: float = PriceOpt,
@@ -151,7 +161,10 @@ def estimate_command(
         "global_batch": global_batch, "recompute": recompute, "zero": zero, "sequence_parallel": sp,
         "precision": precision, "software_stack": stack, "first_stage_layers": first_stage_layers,
         "last_stage_layers": last_stage_layers, "embedding_in_split": embedding_in_split,
-        "loss_in_split": loss_in_split, "pipeline_layout": pipeline_layout}, gpus or c.total_gpus, prefix=(),
+        "loss_in_split": loss_in_split, "pipeline_layout": pipeline_layout, "etp": etp, "moe_overlap": moe_overlap,
+        "recompute_num_layers": recompute_num_layers,
+        "recompute_modules": [x.strip() for x in recompute_modules.split(",") if x.strip()] or None},
+        gpus or c.total_gpus, prefix=(),
         stack=resolve_stack(stack, c, resolve_params(None, cal)))
     if with_failures and not tokens:
         raise SpecError("--with-failures needs a token budget (--tokens)")

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from clustertwin.errors import SpecError, did_you_mean
+from clustertwin.specs.calibration import SECTION_CHECKS
 
 Fraction = Annotated[float, Field(gt=0, le=1)]
 NonNeg = Annotated[float, Field(ge=0)]
@@ -155,4 +156,5 @@ class CommParams(BaseModel):
 
 
 DEFAULT_PARAMS = CommParams()
+SECTION_CHECKS['comm'] = DEFAULT_PARAMS.with_overrides  # range and name checks of a calibration section
 """The documented defaults."""

@@ -82,7 +82,9 @@ def shape(model: ModelSpec) -> ModelShape:
     if mla:
         c_kv = int(model.mla_kv_lora_rank or 0)
         r = int(model.mla_rope_dim or 0)
-        attn = h * a * (d_h + r) + h * (c_kv + r) + c_kv * a * 2 * d_h + a * d_h * h
+        rq = int(model.mla_q_lora_rank or 0)  # query compression (DeepSeek-V3: 1536)
+        q_proj = h * rq + rq * a * (d_h + r) if rq else h * a * (d_h + r)
+        attn = q_proj + h * (c_kv + r) + c_kv * a * 2 * d_h + a * d_h * h
         # absorbed MLA attention runs over the latent: QK over c_kv + r, AV over c_kv, per head
         attn_flops = 2.0 * L * a * ((c_kv + r) + c_kv)
         kv_elems = float(L * (c_kv + r))

@@ -14,7 +14,7 @@ from pydantic import Field
 
 from clustertwin.errors import SpecError, did_you_mean
 from clustertwin.specs.base import Spec
-from clustertwin.specs.calibration import Calibration
+from clustertwin.specs.calibration import SECTION_CHECKS, Calibration
 from clustertwin.train.params import FP8_GEMM_EFFICIENCY_RATIO
 
 _Frac = Annotated[float, Field(gt=0, le=1)]
@@ -114,3 +114,20 @@ class InferParams(Spec):
             return cls.model_validate(data)
         except Exception as e:  # pydantic ValidationError -> one line
             raise SpecError(f"bad infer calibration: {e}".splitlines()[0], path=("infer",)) from None
+
+
+def _check_section(section: dict[str, float]) -> None:
+    """Names and ranges of a calibration's ``infer`` section (registered in ``SECTION_CHECKS``)."""
+    from pydantic import ValidationError
+
+    if any(k not in InferParams.model_fields for k in section):
+        InferParams.resolve(Calibration(infer=section))  # names the unknown parameter and its nearest valid name
+    try:
+        InferParams.model_validate({**InferParams().model_dump(), **section})
+    except ValidationError as e:
+        err = e.errors()[0]
+        name = ".".join(str(p) for p in err["loc"])
+        raise SpecError(f"{err['msg']} (got {err.get('input')!r})", path=("infer", name)) from None
+
+
+SECTION_CHECKS["infer"] = _check_section

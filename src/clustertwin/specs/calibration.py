@@ -8,7 +8,8 @@ parameter name, validated by that layer (unknown names are errors with the neare
 
 from __future__ import annotations
 
-from clustertwin.errors import SpecError
+from collections.abc import Callable
+
 from clustertwin.specs.base import Spec
 
 
@@ -26,27 +27,17 @@ class Calibration(Spec):
 
     def check_sections(self) -> Calibration:
         """Each section's names and ranges checked by its layer's typed parameters; called when a file is
-        read (``specs.load``), so an error names the file (imports are lazy: the layers import this module).
-        Raises SpecError with the section and parameter as path."""
-        if self.train:
-            from clustertwin.train.params import DEFAULT_PARAMS as train_defaults
-
-            train_defaults.with_overrides(self.train)
-        if self.comm:
-            from clustertwin.comm.params import DEFAULT_PARAMS as comm_defaults
-
-            comm_defaults.with_overrides(self.comm)
-        if self.infer:
-            from pydantic import ValidationError
-
-            from clustertwin.infer.params import InferParams
-
-            if any(k not in InferParams.model_fields for k in self.infer):
-                InferParams.resolve(self)  # names the unknown parameter and its nearest valid name
-            try:
-                InferParams.model_validate({**InferParams().model_dump(), **self.infer})
-            except ValidationError as e:
-                err = e.errors()[0]
-                name = ".".join(str(p) for p in err["loc"])
-                raise SpecError(f"{err['msg']} (got {err.get('input')!r})", path=("infer", name)) from None
+        read (``specs.load``), so an error names the file. The checkers live with the parameters and register
+        themselves in :data:`SECTION_CHECKS` when their layer is imported (the CLI imports all three before it
+        reads a calibration), so specs import nothing above them. Raises SpecError with the section and
+        parameter as path."""
+        for name in ("train", "comm", "infer"):
+            section = getattr(self, name)
+            if section and name in SECTION_CHECKS:
+                SECTION_CHECKS[name](section)
         return self
+
+
+SECTION_CHECKS: dict[str, Callable[[dict[str, float]], None]] = {}
+"""Section name -> checker of that section's overrides (raises SpecError naming the parameter), registered by
+``train.params``, ``comm.params`` and ``infer.params``."""

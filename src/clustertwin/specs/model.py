@@ -21,12 +21,20 @@ class MoESpec(Spec):
     shared_experts: NonNegInt = 0
     """Always-active shared experts (DeepSeek style), each of expert_ffn_hidden."""
     moe_layers: PositiveInt | None = None
-    """Layers that are MoE (the rest are dense with ffn_hidden); default all. DeepSeek-V3: 58 of 61."""
+    """Layers that are MoE (the rest are dense with ffn_hidden); default all. DeepSeek-V3: 58 of 61
+    (the first 3 dense, ``first_k_dense_replace``); Llama 4 Maverick: 24 of 48 (every other layer)."""
+    node_groups: PositiveInt | None = None
+    """Node-limited routing: a token is sent to experts on at most this many nodes (DeepSeek-V3: 4,
+    ``topk_group``); None: unlimited."""
+    capacity_factor: float | None = None
+    """Expert capacity as a multiple of the balanced load (tokens beyond it are dropped); None: dropless."""
 
     @model_validator(mode="after")
     def _check(self) -> MoESpec:
         if self.top_k > self.experts:
             raise ValueError(f"top_k={self.top_k} exceeds experts={self.experts}")
+        if self.capacity_factor is not None and self.capacity_factor < 1.0:
+            raise ValueError(f"capacity_factor={self.capacity_factor} is below 1 (the balanced load)")
         return self
 
 
@@ -59,6 +67,19 @@ class ModelSpec(Sourced):
     """Multi-head latent attention compressed KV width (DeepSeek-V2/V3), for KV-cache size."""
     mla_rope_dim: PositiveInt | None = None
     """Decoupled RoPE key width of MLA."""
+    mla_q_lora_rank: PositiveInt | None = None
+    """MLA query compression rank (DeepSeek-V3: 1536): the query projection is h x q_lora then
+    q_lora x heads (head_dim + rope); None: one h x heads (head_dim + rope) projection (DeepSeek-V2-Lite)."""
+    full_attention_every: PositiveInt | None = None
+    """With ``attention_window``: every n-th layer attends over the full sequence, the others over the
+    window (GPT-OSS: 2, alternating sliding/full; Llama 4: 4, chunked local attention with a global layer
+    every fourth, iRoPE). None: every layer uses ``attention_window``."""
+    attention_sinks: bool = False
+    """A learned sink logit per head added to the softmax denominator (GPT-OSS): ``heads`` parameters
+    per layer, no GEMM work."""
+    mtp_layers: NonNegInt = 0
+    """Multi-token-prediction modules (DeepSeek-V3: 1): each an h x 2h projection, one transformer layer
+    (of the MoE kind when the model is MoE) and the shared output head, trained every step."""
     moe: MoESpec | None = None
     """MoE configuration; None for dense."""
     norm: Literal["rmsnorm", "layernorm"] | None = None
@@ -76,6 +97,10 @@ class ModelSpec(Sourced):
             raise ValueError(f"heads={self.heads} is not divisible by kv_heads={self.kv_heads}")
         if self.moe and self.moe.moe_layers and self.moe.moe_layers > self.layers:
             raise ValueError(f"moe.moe_layers={self.moe.moe_layers} exceeds layers={self.layers}")
+        if self.full_attention_every and not self.attention_window:
+            raise ValueError("full_attention_every needs attention_window (the window of the other layers)")
+        if self.mla_q_lora_rank and not self.mla_kv_lora_rank:
+            raise ValueError("mla_q_lora_rank needs mla_kv_lora_rank (multi-head latent attention)")
         return self
 
     @property

@@ -26,7 +26,22 @@ class ParallelismSpec(Spec):
     cp: PositiveInt = 1
     """Context-parallel degree (sequence split across GPUs for attention)."""
     ep: PositiveInt = 1
-    """Expert-parallel degree (MoE); must divide dp*cp and the expert count."""
+    """Expert-parallel degree (MoE); must divide the expert count, and etp x ep must divide tp x cp x dp
+    (Megatron-Core MoE parallel folding: the experts re-fold the dense ranks as etp x ep x expert-DP)."""
+    etp: PositiveInt | None = None
+    """Expert tensor-parallel degree (Megatron ``--expert-tensor-parallel-size``); default tp."""
+    recompute_modules: tuple[Literal["layernorm", "mla_up_proj", "core_attn", "moe_act", "moe", "shared_experts"], ...] = ()
+    """Per-module activation recompute (Megatron ``--recompute-modules``): the module keeps only its input
+    and re-runs in the backward (``clustertwin.train.memory_moe``)."""
+    recompute_num_layers: PositiveInt | None = None
+    """With ``recompute: full``: recompute only this many layers of each pipeline chunk (Megatron
+    ``--recompute-method block --recompute-num-layers``); the others keep their activations."""
+    moe_overlap: Literal["auto", "none", "shared_expert", "a2a", "dualpipe"] = "auto"
+    """How the MoE dispatch/combine all-to-all overlaps compute: ``none``; ``shared_expert`` (behind the
+    shared experts, ``--moe-shared-expert-overlap``); ``a2a`` (behind another micro-batch's compute,
+    ``--overlap-moe-expert-parallel-comm``); ``dualpipe`` (DeepSeek-V3's bidirectional schedule, with its
+    own bubble and two copies of the stage weights); ``auto``: the best the software stack runs short of
+    dualpipe."""
     vpp: PositiveInt = 1
     """Virtual pipeline chunks per stage (interleaved 1F1B)."""
     micro_batch: PositiveInt = 1
@@ -78,6 +93,8 @@ class ParallelismSpec(Spec):
         if self.pipeline_layout and (self.first_stage_layers or self.last_stage_layers or self.embedding_in_split
                                      or self.loss_in_split):
             raise ValueError("pipeline_layout replaces first/last_stage_layers and embedding/loss_in_split; give one")
+        if self.recompute_num_layers and self.recompute != "full":
+            raise ValueError("recompute_num_layers needs recompute: full (block recompute of that many layers)")
         if self.schedule == "interleaved" and self.vpp == 1:
             raise ValueError("schedule 'interleaved' needs vpp > 1 (virtual pipeline chunks per stage)")
         if self.schedule == "1f1b" and self.vpp > 1:

@@ -1,7 +1,9 @@
 """The attention core of one layer (scores and their softmax, not the projections) and the context-
 parallel KV exchange around it.
 
-* flash attention (Transformer-Engine stack): ``2 T span (qk + v) / t x CAUSAL_WORK_FRACTION`` FLOPs at
+* flash attention (Transformer-Engine stack, rate x :func:`head_dim_factor`): ``2 T span_c (qk + v) / t`` FLOPs (``span_c`` the keys the
+  causal mask leaves, :func:`~clustertwin.train.flops.causal_span`: s/2, or the window w of a
+  sliding-window layer) at
   ``attention_efficiency`` of the 16-bit peak, backward ``FLASH_BWD_FACTOR`` x forward (Dao 2023);
 * unfused attention (Megatron-LM / Megatron-DeepSpeed): batched GEMMs of depth head_dim and span plus
   ``UNFUSED_SCORE_BYTES_FWD`` / ``_BWD`` bytes of memory traffic per score;
@@ -20,8 +22,6 @@ from clustertwin.train.layer import ModelShape
 from clustertwin.train.layout import Layouts, as_float, fmax
 from clustertwin.train.params import TrainParams
 
-#: causal attention: flash kernels skip the masked upper triangle of the score blocks
-CAUSAL_WORK_FRACTION = 0.5
 #: flash-attention backward runs 5 GEMMs per block against 2 in the forward (Dao 2023)
 FLASH_BWD_FACTOR = 2.5
 #: unfused attention: bytes per score element moved by scale-mask-softmax, dropout and the
@@ -31,6 +31,19 @@ UNFUSED_SCORE_BYTES_FWD = 13
 UNFUSED_SCORE_BYTES_BWD = 17
 KERNELS_UNFUSED_ATTENTION = 5
 KERNELS_FLASH_ATTENTION = 1
+
+
+#: head width at which ``attention_efficiency`` is stated (Llama, GPT-3, Qwen3, DeepSeek-V3 values)
+REFERENCE_HEAD_DIM = 128
+
+
+def head_dim_factor(c: ModelShape, params: TrainParams) -> float:
+    """Flash-attention efficiency at the model's head width relative to head_dim 128: the score GEMMs
+    have depth head_dim, so with the GEMM depth roll-off ``d / (d + gemm_k_half)`` head_dim 64
+    (GPT-OSS) runs at 0.65 of the head_dim-128 rate (FlashAttention-2 reports ~0.7, Dao 2023 Fig. 5)."""
+    d = c.qk / c.heads
+    kh = params.gemm_k_half
+    return (d / (d + kh)) / (REFERENCE_HEAD_DIM / (REFERENCE_HEAD_DIM + kh))
 
 
 @dataclass
@@ -47,8 +60,8 @@ def attention_core(c: ModelShape, s: int, lay: Layouts, T, hw: Hardware, g: Gemm
     """Flash or unfused attention core (see the module docstring)."""
     t = as_float(lay.tp)
     if hw.flash:
-        flops = 2.0 * T * c.span * (c.qk + c.v) / t * CAUSAL_WORK_FRACTION
-        rate = hw.peak16_flops * params.attention_efficiency
+        flops = 2.0 * T * c.core_span * (c.qk + c.v) / t
+        rate = hw.peak16_flops * params.attention_efficiency * head_dim_factor(c, params)
         return AttentionCore(flops / rate + params.kernel_latency_s,
                              FLASH_BWD_FACTOR * flops / rate + params.kernel_latency_s, KERNELS_FLASH_ATTENTION)
     dq, dv = c.qk / c.heads, c.v / c.heads

@@ -44,6 +44,13 @@ def _value_key(spec: object) -> int:
     return key
 
 
+def unique_pairs(a: np.ndarray, b: np.ndarray) -> list[tuple[int, int]]:
+    """Distinct (a, b) pairs of two non-negative int arrays, via one 1-D ``np.unique`` of ``a 2^32 + b``
+    (``np.unique(..., axis=1)`` sorts structured rows, ~20x slower on millions of layouts)."""
+    key = np.unique(a.reshape(-1).astype(np.int64) * (1 << 32) + b.reshape(-1).astype(np.int64))
+    return [(int(k >> 32), int(k & 0xFFFFFFFF)) for k in key]
+
+
 def _grid_times(cluster: ClusterSpec, op: str, gpus: int, rpn: int, calibration: Calibration | None):
     """The collective model on :data:`GRID_BYTES`, cached by the value of the cluster and calibration."""
     key = (_value_key(cluster), op, gpus, rpn, _value_key(calibration))
@@ -98,7 +105,7 @@ def collective_time(cluster: ClusterSpec, op: str, nbytes, gpus, ranks_per_node,
     if n.size <= 8:
         pairs = sorted({(int(a), int(b)) for a, b in zip(n.flat, r.flat, strict=True)})
     else:
-        pairs = [tuple(x) for x in np.unique(np.stack([n.reshape(-1), r.reshape(-1)]), axis=1).T.tolist()]
+        pairs = unique_pairs(n, r)
     single = len(pairs) == 1
     for g, rpn in pairs:
         if g <= 1:

@@ -15,6 +15,7 @@ from clustertwin.train.hardware import hardware
 from clustertwin.train.layout import Layouts, scalar
 from clustertwin.train.layout_string import parse_pipeline_layout
 from clustertwin.train.memory import MemoryResult, checkpoint_bytes, memory_result
+from clustertwin.train.moe import overlap_violation
 from clustertwin.train.params import TrainParams, resolve_params
 from clustertwin.train.rules import first_violation
 from clustertwin.train.stack import ALIASES, resolve_stack, stack_violation
@@ -119,6 +120,9 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, parallelism: ParallelismSpe
                                                   or p.embedding_in_split or p.loss_in_split))
         if bad_feature:
             raise SpecError(f"invalid layout: {bad_feature}", path=("parallelism", "software_stack"))
+    bad_overlap = overlap_violation(stack.name, stack.moe_overlaps, p.moe_overlap, model, p.pp)  # moe.py
+    if bad_overlap:
+        raise SpecError(f"invalid layout: {bad_overlap}", path=("parallelism", "moe_overlap"))
     s = seq_len or model.seq_len
     if p.gpus > cluster.total_gpus:
         raise SpecError(f"layout needs tp x pp x dp x cp = {p.gpus} GPUs; the cluster has {cluster.total_gpus}",

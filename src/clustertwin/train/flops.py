@@ -13,8 +13,12 @@ Conventions (docs/train.md has the derivation):
   QK^T and n x head_dim for AV, see :func:`attention_widths`).
   For GPT (g = n, q = h, f = 4h) this is Korthikanti et al.'s ``72 B s L h^2 (1 + s/6h + V/12Lh)``.
   The attention core is **not** discounted for the causal mask (Megatron-Core 2024, Korthikanti 2022,
-  Narayanan 2021); NeMo/Megatron-Bridge 2025+ halve it (``causal=True``; e.g. Llama-3-8B at s = 8192:
-  57.9 vs 51.5 GFLOP/token, the latter reproducing NeMo's 744 TFLOP/s at 14,451 tokens/s/GPU).
+  Narayanan 2021, NeMo 24.07-25.04); Megatron-Bridge (NeMo 25.11+) counts the causally covered span
+  (``causal=True``, :func:`causal_span`: s/2 on full layers, the window on sliding-window layers; e.g.
+  Llama-3-8B at s = 8192: 57.9 vs 51.5 GFLOP/token, the latter reproducing 744 TFLOP/s at 14,451
+  tokens/s/GPU). Which convention a run reports is a property of its software stack
+  (:attr:`clustertwin.train.stack.Stack.causal_flops`).
+  Multi-token-prediction modules add their projection, layer and output head (DeepSeek-V3: 1 module).
   The MoE router GEMM is omitted, as in Megatron.
 * **Hardware FLOPs** add recomputation: full recompute repeats the forward pass of every layer
   (Narayanan et al. 2021 eq. 3: ``96 B s L h^2 (1 + s/6h + V/16Lh)`` for GPT); selective recompute
@@ -129,14 +133,18 @@ def attention_widths(model: ModelSpec) -> AttentionWidths:
 
 
 def attention_params(model: ModelSpec) -> int:
-    """Attention weights of one layer: GQA ``h (q + 2 kv) + q h``; MLA (without query compression: the
-    spec has no q_lora_rank) ``h qk + h latent + kv_lora (qk - heads x rope + v) + v h``."""
+    """Attention weights of one layer: GQA ``h (q + 2 kv) + q h`` (+ ``heads`` sink logits with attention
+    sinks); MLA ``Q + h latent + kv_lora (qk - heads x rope + v) + v h`` with the query projection
+    ``Q = h qk``, or with query compression (``mla_q_lora_rank`` r_q) ``Q = h r_q + r_q qk`` (DeepSeek-V3:
+    7168 x 1536 + 1536 x 128 x 192; DeepSeek-AI 2024, section 2.1.1)."""
     h, w = model.hidden, attention_widths(model)
     if w.latent:
         nope = w.qk - model.heads * (model.mla_rope_dim or 0)
-        return h * w.qk + h * w.latent + (model.mla_kv_lora_rank or 0) * (nope + w.v) + w.v * h
+        rq = model.mla_q_lora_rank
+        q_proj = h * rq + rq * w.qk if rq else h * w.qk
+        return q_proj + h * w.latent + (model.mla_kv_lora_rank or 0) * (nope + w.v) + w.v * h
     q = model.heads * model.d_head
-    return h * (q + w.kv_pair) + q * h
+    return h * (q + w.kv_pair) + q * h + (model.heads if model.attention_sinks else 0)
 
 
 def ffn_matrices(model: ModelSpec) -> int:
@@ -179,9 +187,31 @@ def param_count(model: ModelSpec) -> int:
     return param_counts(model).total
 
 
-def attention_span(model: ModelSpec, seq_len: int) -> int:
-    """Keys a query attends to: the sequence, or the sliding window when shorter."""
-    return min(seq_len, model.attention_window) if model.attention_window else seq_len
+def windowed_fraction(model: ModelSpec) -> float:
+    """Fraction of the layers that attend over ``attention_window`` only: all of them, or ``1 - 1/n``
+    with ``full_attention_every`` n (GPT-OSS n = 2: alternating sliding/full layers)."""
+    if not model.attention_window:
+        return 0.0
+    n = model.full_attention_every
+    return 1.0 - 1.0 / n if n else 1.0
+
+
+def attention_span(model: ModelSpec, seq_len: int) -> float:
+    """Keys a query attends to, averaged over the layers: the sequence on full-attention layers, the
+    sliding window (when shorter) on windowed ones (``full_attention_every``)."""
+    wf = windowed_fraction(model)
+    if not wf:
+        return seq_len
+    return (1.0 - wf) * seq_len + wf * min(seq_len, model.attention_window or seq_len)
+
+
+def causal_span(model: ModelSpec, seq_len: int) -> float:
+    """Keys a query's score blocks actually cover under the causal mask, averaged over the layers: half the
+    sequence on a full-attention layer, the window ``w`` (``w (1 - w / 2s)`` exactly) on a windowed layer
+    (flash kernels skip the masked blocks)."""
+    wf = windowed_fraction(model)
+    w = min(seq_len, model.attention_window or seq_len)
+    return (1.0 - wf) * 0.5 * seq_len + wf * w * (1.0 - 0.5 * w / seq_len)
 
 
 @dataclass(frozen=True)
@@ -191,9 +221,10 @@ class FlopsPerToken:
     gemm: float
     """Weight GEMMs of the transformer layers: 6 x active layer weights."""
     attention_core: float
-    """QK^T and AV: 12 x span x q per layer (x 0.5 with ``causal``)."""
+    """QK^T and AV: 12 x span x q per layer (``causal``: the causally covered span,
+    :func:`causal_span`)."""
     logits: float
-    """Output layer: 6 x V x h."""
+    """Output layer: 6 x V x h (x (1 + MTP modules))."""
     recompute: float
     """Extra forward work from activation recomputation (hardware FLOPs only)."""
 
@@ -217,25 +248,28 @@ def flops_per_token(model: ModelSpec, seq_len: int | None = None, recompute: str
     (every layer's forward re-run: + 2 x layer weights + 4 s q per layer)."""
     s = seq_len or model.seq_len
     pc = param_counts(model)
-    span = attention_span(model, s)
+    span = causal_span(model, s) if causal else attention_span(model, s)
     w = attention_widths(model)
     n_dense = model.layers - pc.moe_layers
-    layer_active = n_dense * pc.dense_layer + pc.moe_layers * (
-        pc.attention_per_layer + pc.shared_experts_per_layer + pc.norms_per_layer
-        + (model.moe.top_k * pc.expert if model.moe else 0))
+    moe_active = pc.attention_per_layer + pc.shared_experts_per_layer + pc.norms_per_layer + \
+        (model.moe.top_k * pc.expert if model.moe else 0)
+    layer_active = n_dense * pc.dense_layer + pc.moe_layers * moe_active
     # norms are not GEMM weights
     layer_gemm_weights = layer_active - model.layers * pc.norms_per_layer
+    # multi-token prediction: per module a 2h -> h projection and one layer (MoE kind if the model is)
+    mtp = model.mtp_layers
+    mtp_weights = mtp * (2 * model.hidden * model.hidden + (moe_active if model.moe else pc.dense_layer)
+                         - pc.norms_per_layer)
     macs = FLOPS_PER_MAC * FWD_BWD_PASSES
-    gemm = macs * layer_gemm_weights
-    causal_factor = 0.5 if causal else 1.0
+    gemm = macs * (layer_gemm_weights + mtp_weights)
     # QK^T + AV forward: span x (qk + v) MACs per token (4 span q flops for MHA/GQA)
-    attn_fwd = FLOPS_PER_MAC * span * (w.qk + w.v) * model.layers
-    attn = FWD_BWD_PASSES * attn_fwd * causal_factor
-    logits = macs * model.vocab * model.hidden
+    attn_fwd = FLOPS_PER_MAC * span * (w.qk + w.v) * (model.layers + mtp)
+    attn = FWD_BWD_PASSES * attn_fwd
+    logits = macs * model.vocab * model.hidden * (1 + mtp)
     if recompute == "full":
-        extra = FLOPS_PER_MAC * layer_gemm_weights + attn_fwd * causal_factor
+        extra = FLOPS_PER_MAC * (layer_gemm_weights + mtp_weights) + attn_fwd
     elif recompute == "selective":
-        extra = attn_fwd * causal_factor
+        extra = attn_fwd
     else:
         extra = 0.0
     return FlopsPerToken(gemm=float(gemm), attention_core=float(attn), logits=float(logits),

@@ -58,7 +58,11 @@ class ModelShape:
     gate: int
     """FFN input matrices: 2 for SwiGLU (gate + up), 1 otherwise"""
     span: float
-    """keys each query attends to (sliding window aware)"""
+    """keys each query attends to (sliding window aware, mean over the layers)"""
+    core_span: float
+    """keys a query's score blocks cover under the causal mask (:func:`flops.causal_span`)"""
+    q_rank: int
+    """MLA query compression rank; 0 without"""
     vocab: int
     heads: int
     moe_share: float
@@ -72,7 +76,8 @@ def model_shape(model: ModelSpec, seq_len: int) -> ModelShape:
     return ModelShape(h=model.hidden, q=model.heads * model.d_head, qk=w.qk, v=w.v, kv_pair=w.kv_pair,
                       latent=w.latent, mla_up=w.qk - model.heads * (model.mla_rope_dim or 0) + w.v,
                       mla_rank=model.mla_kv_lora_rank or 0, f=model.d_ffn, gate=2 if model.ffn == "swiglu" else 1,
-                      span=F.attention_span(model, seq_len), vocab=model.vocab, heads=model.heads,
+                      span=F.attention_span(model, seq_len),
+                      core_span=F.causal_span(model, seq_len), q_rank=model.mla_q_lora_rank or 0, vocab=model.vocab, heads=model.heads,
                       moe_share=model.n_moe_layers / model.layers, pc=F.param_counts(model))
 
 
@@ -89,7 +94,8 @@ class LayerCompute:
 def projections(c: ModelShape, t) -> tuple[tuple[object, int], ...]:
     """(output width, input width) of the attention projections on one TP rank."""
     if c.latent:
-        return ((c.qk / t, c.h), (c.latent, c.h), (c.mla_up / t, c.mla_rank), (c.h, c.v / t))
+        q_proj = ((c.q_rank, c.h), (c.qk / t, c.q_rank)) if c.q_rank else ((c.qk / t, c.h),)
+        return (*q_proj, (c.latent, c.h), (c.mla_up / t, c.mla_rank), (c.h, c.v / t))
     return (((c.q + c.kv_pair) / t, c.h), (c.h, c.q / t))
 
 

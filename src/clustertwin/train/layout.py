@@ -16,6 +16,12 @@ from clustertwin.specs.parallelism import ParallelismSpec
 #: recompute mode -> integer code used in the arrays
 RECOMPUTE_CODES: dict[str, int] = {"none": 0, "selective": 1, "full": 2}
 RECOMPUTE_NAMES: dict[int, str] = {v: k for k, v in RECOMPUTE_CODES.items()}
+#: MoE overlap mode -> code (:mod:`clustertwin.train.moe`)
+MOE_OVERLAP_CODES: dict[str, int] = {"auto": -1, "none": 0, "shared_expert": 1, "a2a": 2, "dualpipe": 3}
+MOE_OVERLAP_NAMES: dict[int, str] = {v: k for k, v in MOE_OVERLAP_CODES.items()}
+#: per-module recompute name -> bit (Megatron ``--recompute-modules``; :mod:`clustertwin.train.memory_moe`)
+RECOMPUTE_MODULE_BITS: dict[str, int] = {"layernorm": 1, "mla_up_proj": 2, "core_attn": 4, "moe_act": 8, "moe": 16,
+                                         "shared_experts": 32}
 
 
 @dataclass
@@ -45,6 +51,14 @@ class Layouts:
     """layers of the busiest middle stage of a layout string (with ``from_string``)"""
     from_string: np.ndarray | int = 0
     """1: ``first``, ``mid`` and ``last`` come from a parsed pipeline layout string"""
+    etp: np.ndarray | int = 0
+    """expert tensor-parallel degree (0: = tp), :mod:`clustertwin.train.moe_layout`"""
+    moe_overlap: np.ndarray | int = -1
+    """MoE dispatch/combine overlap code (:data:`MOE_OVERLAP_CODES`; -1: the stack's default)"""
+    rc_modules: np.ndarray | int = 0
+    """bitmask of per-module recompute (:data:`clustertwin.train.memory_moe.RECOMPUTE_MODULES`)"""
+    rc_layers: np.ndarray | int = 0
+    """full recompute of this many layers per pipeline chunk only (0: every layer)"""
 
     def __post_init__(self) -> None:
         if isinstance(self.tp, np.ndarray):
@@ -58,8 +72,11 @@ class Layouts:
         """One layout as Python ints (the scalar fast path of the model functions)."""
         return cls(p.tp, p.pp, p.dp, p.cp, p.ep, p.vpp, p.micro_batch,  # type: ignore[arg-type]
                    RECOMPUTE_CODES[p.recompute], p.zero, int(p.sequence_parallel),  # type: ignore[arg-type]
-                   p.first_stage_layers or 0, p.last_stage_layers or 0, int(p.embedding_in_split),
-                   int(p.loss_in_split))
+                   first=p.first_stage_layers or 0, last=p.last_stage_layers or 0,
+                   emb_split=int(p.embedding_in_split), loss_split=int(p.loss_in_split), etp=p.etp or 0,
+                   moe_overlap=MOE_OVERLAP_CODES[p.moe_overlap],
+                   rc_modules=sum(RECOMPUTE_MODULE_BITS[m] for m in set(p.recompute_modules)),
+                   rc_layers=p.recompute_num_layers or 0)
 
     @property
     def is_scalar(self) -> bool:
@@ -93,7 +110,10 @@ class Layouts:
             sequence_parallel=bool(self.sp[i]), recompute=RECOMPUTE_NAMES[int(self.recompute[i])],  # type: ignore[arg-type]
             zero=int(self.zero[i]), precision=precision,  # type: ignore[arg-type]
             first_stage_layers=int(self.first[i]) or None, last_stage_layers=int(self.last[i]) or None,
-            embedding_in_split=bool(self.emb_split[i]), loss_in_split=bool(self.loss_split[i]))
+            embedding_in_split=bool(self.emb_split[i]), loss_in_split=bool(self.loss_split[i]),
+            etp=int(self.etp[i]) or None, moe_overlap=MOE_OVERLAP_NAMES[int(self.moe_overlap[i])],  # type: ignore[arg-type]
+            recompute_modules=[k for k, b in RECOMPUTE_MODULE_BITS.items() if int(self.rc_modules[i]) & b],
+            recompute_num_layers=int(self.rc_layers[i]) or None)
 
     def row(self, i: int) -> dict[str, int | bool | str]:
         """Layout ``i`` as a flat dict (for tables and JSON)."""
@@ -104,11 +124,15 @@ class Layouts:
                 "recompute": RECOMPUTE_NAMES[int(self.recompute[i])], "zero": int(self.zero[i]),
                 "sequence_parallel": bool(self.sp[i]), "first_stage_layers": int(self.first[i]) or None,
                 "last_stage_layers": int(self.last[i]) or None, "embedding_in_split": bool(self.emb_split[i]),
-                "loss_in_split": bool(self.loss_split[i])}
+                "loss_in_split": bool(self.loss_split[i]), "etp": int(self.etp[i]) or int(self.tp[i]),
+                "moe_overlap": MOE_OVERLAP_NAMES[int(self.moe_overlap[i])],
+                "recompute_modules": tuple(k for k, b in RECOMPUTE_MODULE_BITS.items() if int(self.rc_modules[i]) & b),
+                "recompute_num_layers": int(self.rc_layers[i]) or None}
 
 LAYOUT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Layouts))
 #: the stage-plan columns, which default to the balanced split
-OPTIONAL_FIELDS: tuple[str, ...] = ("first", "last", "emb_split", "loss_split", "mid", "from_string")
+OPTIONAL_FIELDS: tuple[str, ...] = ("first", "last", "emb_split", "loss_split", "mid", "from_string", "etp",
+                                   "moe_overlap", "rc_modules", "rc_layers")
 
 
 # Element-wise helpers that work on numpy arrays (search) and on Python scalars (one estimate, where

@@ -39,6 +39,13 @@ from clustertwin.specs.model import ModelSpec
 from clustertwin.train.breakdown import MEMORY_TERMS, MemoryBreakdown
 from clustertwin.train.flops import attention_widths, param_counts
 from clustertwin.train.layout import RECOMPUTE_CODES, Layouts, as_float, fmax, fmin, scalar, where
+from clustertwin.train.memory_moe import (
+    RECOMPUTE_MODULES,
+    dualpipe_inflight,
+    dualpipe_state_factor,
+    full_recompute_fraction,
+    module_savings,
+)
 from clustertwin.train.params import TrainParams
 from clustertwin.train.pipeline import StagePlan, stage_plan
 from clustertwin.train.placement import Groups, groups
@@ -78,13 +85,14 @@ def korthikanti_activation_bytes(s: int, b: int, h: int, a: int, t: int = 1, sp:
 
 
 def activation_bytes_per_layer(model: ModelSpec, seq_len: int, mbs, tp, cp, sp, recompute, flash: bool,
-                               moe_layer: bool = False, fp8: bool = False):
+                               moe_layer: bool = False, fp8: bool = False, modules=0):
     """Generalised Korthikanti activation bytes of one layer for one micro-batch (numpy-broadcast).
 
     ``recompute`` is the integer code of :data:`RECOMPUTE_CODES`. Dropout masks are stored for GELU/ReLU
     models (GPT, as in Korthikanti); SwiGLU models (Llama, Mixtral, DeepSeek, Qwen) train without
     dropout. ``fp8``: the inputs of the four GEMMs are saved in FP8 (Transformer Engine keeps the
-    quantised copy for the weight gradient)."""
+    quantised copy for the weight gradient; the dispatched routed copies of an MoE layer, FC1's input, too).
+    ``modules``: bitmask of per-module recompute (:mod:`clustertwin.train.memory_moe`)."""
     h, a = model.hidden, model.heads
     w = attention_widths(model)
     sl = seq_len / as_float(cp)  # local sequence
@@ -100,7 +108,7 @@ def activation_bytes_per_layer(model: ModelSpec, seq_len: int, mbs, tp, cp, sp, 
     if moe_layer and model.moe:
         f_tok = model.moe.top_k * model.moe.expert_ffn_hidden + model.moe.shared_experts * \
             model.moe.expert_ffn_hidden
-        dispatch = ACT_BYTES * h * model.moe.top_k
+        dispatch = gemm_in * h * model.moe.top_k
     else:
         f_tok = model.d_ffn
         dispatch = 0
@@ -111,6 +119,10 @@ def activation_bytes_per_layer(model: ModelSpec, seq_len: int, mbs, tp, cp, sp, 
     else:
         # softmax output (2), dropout mask (1), dropout output (2) per score: 5 a s^2 b
         scores = sb * a * seq_len * (2 * ACT_BYTES + MASK_BYTES if masks else ACT_BYTES)
+    if modules is not None and (not isinstance(modules, int) or modules):
+        r_save, s_save = module_savings(model, modules, gemm_in, moe_layer, w.qk, w.kv_pair, w.latent)
+        repl, split = repl - sb * r_save, split - sb * s_save
+        scores = where((modules & RECOMPUTE_MODULES["core_attn"]) > 0, 0.0, scores)
     rc = recompute
     scores = where(rc == RECOMPUTE_CODES["selective"], 0.0, scores)
     none_sel = where(spf, (repl + split + scores) / t, repl + (split + scores) / t)
@@ -152,7 +164,8 @@ def memory_breakdown(model: ModelSpec, lay: Layouts, plan: StagePlan, grp: Group
         w = w + where(z >= 3, ZERO3_GATHERED_LAYERS * WEIGHT_BYTES * layer_params, 0.0)
         g = GRAD_BYTES * (shard(dense, dpg, 2) + shard(exp, edpg, 2))
         o = OPTIMIZER_BYTES * (shard(dense, dpg, 1) + shard(exp, edpg, 1))
-        return w, g, o
+        two = dualpipe_state_factor(lay)  # DualPipe: two stages per rank (memory_moe)
+        return w * two, g * two, o
 
     w1, g1, o1 = states(first_dense, experts1)
     w2, g2, o2 = states(last_dense, experts2)
@@ -160,18 +173,25 @@ def memory_breakdown(model: ModelSpec, lay: Layouts, plan: StagePlan, grp: Group
 
     fp8 = precision == "fp8"
     act_layer_dense = activation_bytes_per_layer(model, s, lay.mbs, lay.tp, lay.cp, lay.sp, lay.recompute,
-                                                 flash, fp8=fp8)
+                                                 flash, fp8=fp8, modules=lay.rc_modules)
     if pc.moe_layers:
         act_layer_moe = activation_bytes_per_layer(model, s, lay.mbs, lay.tp, lay.cp, lay.sp, lay.recompute,
-                                                   flash, moe_layer=True, fp8=fp8)
+                                                   flash, moe_layer=True, fp8=fp8, modules=lay.rc_modules)
     else:
         act_layer_moe = act_layer_dense
     act_layer = (1 - plan.moe_share) * act_layer_dense + plan.moe_share * act_layer_moe
+    if np.any(np.asarray(lay.rc_layers) > 0):  # block recompute of some layers only (memory_moe)
+        frac = full_recompute_fraction(lay, model.layers)
+        kept = [activation_bytes_per_layer(model, s, lay.mbs, lay.tp, lay.cp, lay.sp, RECOMPUTE_CODES["none"], flash,
+                                           moe_layer=moe, fp8=fp8, modules=lay.rc_modules) for moe in (False, True)]
+        act_kept = (1 - plan.moe_share) * kept[0] + plan.moe_share * kept[1]
+        act_layer = where((lay.recompute == RECOMPUTE_CODES["full"]) & (lay.rc_layers > 0),
+                          frac * act_layer + (1 - frac) * act_kept, act_layer)
     interleave = where(lay.vpp > 1, 1.0 + (pp - 1) / (pp * lay.vpp), 1.0)
     working = where(lay.recompute == RECOMPUTE_CODES["full"],
                     activation_bytes_per_layer(model, s, lay.mbs, lay.tp, lay.cp, lay.sp,
                                                RECOMPUTE_CODES["none"], flash, fp8=fp8), 0.0)
-    act1 = act_layer * plan.first_layers * fmin(pp, plan.microbatches) * interleave + working
+    act1 = act_layer * plan.first_layers * dualpipe_inflight(lay, fmin(pp, plan.microbatches)) * interleave + working
     act2 = act_layer * plan.last_layers + working  # last stage: one micro-batch in flight
     act3 = act_layer * plan.middle_layers * fmin(pp - 1, plan.microbatches) * interleave + working
     sbl = s / as_float(lay.cp) * lay.mbs

@@ -15,7 +15,7 @@ from pydantic import ConfigDict
 from pydantic.dataclasses import dataclass
 
 from clustertwin.errors import SpecError, did_you_mean
-from clustertwin.specs.calibration import Calibration
+from clustertwin.specs.calibration import SECTION_CHECKS, Calibration
 
 #: FP8 GEMM efficiency relative to 16-bit GEMMs of the same shape, one hardware fact for training and
 #: inference (``InferParams.fp8_gemm_efficiency_ratio`` reads it too): large cuBLAS GEMMs on H100 SXM reach
@@ -96,8 +96,27 @@ class TrainParams:
     """Fraction of ZeRO-3/FSDP parameter gathers hidden by prefetching behind compute."""
     cp_overlap: float = 0.8
     """Fraction of ring-attention KV exchange hidden behind attention compute."""
-    ep_overlap: float = 0.0
-    """Fraction of MoE all-to-all dispatch/combine hidden behind expert compute."""
+    moe_a2a_overlap: float = 0.8
+    """Fraction of a layer's compute under which 1F1B all-to-all overlap / DualPipe can hide the MoE
+    dispatch and combine (the rest of the compute depends on them)."""
+    grouped_gemm_efficiency: float = 0.85
+    """Grouped expert GEMM efficiency relative to a dense GEMM of the same total shape (per-expert tile
+    scheduling, ragged problem sizes)."""
+    moe_m_half: float = 128.0
+    """Rows per expert at which a grouped GEMM's per-expert efficiency halves (row padding to 128-row
+    tiles, per-expert prologue): factor 1 + moe_m_half / rows."""
+    moe_sync_latency_s: float = 30e-6
+    """Device-to-host copy and stream synchronisation of the MoE dispatcher's token counts, seconds per
+    dispatch (:func:`clustertwin.train.moe.sync_stall`)."""
+    moe_sync_host_s: float = 1e-3
+    """Host (Python) seconds of an MoE layer's forward after the dispatcher's token-count sync besides its
+    kernel launches: the eager-mode token bookkeeping of Megatron-Core's dispatcher (split sizes to a
+    Python list, permutation indices, probabilities, ~60 small torch ops at 10-20 us each); backward
+    twice. The GPU idles for the part the expert GEMMs do not cover (:func:`clustertwin.train.moe.sync_stall`).
+    Fitted once over the MoE calibration rows (any value in 0.6-1.2 ms gives the same median)."""
+    moe_imbalance: float = 1.1
+    """Dropless routing without forced balance: routed tokens of the busiest EP rank over the mean (the
+    step waits for it); a capacity factor caps it."""
     pp_overlap: float = 0.5
     """Fraction of pipeline send/recv hidden behind compute of the other micro-batches."""
     rank_jitter_cv: float = 0.025
@@ -138,6 +157,7 @@ class TrainParams:
 
 
 DEFAULT_PARAMS = TrainParams()
+SECTION_CHECKS['train'] = DEFAULT_PARAMS.with_overrides  # range and name checks of a calibration section
 
 #: ``ParallelismSpec.software_stack`` -> the ``te_stack_min_year`` that selects it for every GPU
 STACK_MIN_YEAR: dict[str, float] = {"te": 0.0, "legacy": math.inf}

@@ -1,7 +1,7 @@
 """Parallel groups of a layout: the one owner of their sizes and of where their ranks sit.
 
-Sizes: TP ``tp``, CP ``cp``, the dense gradient group DP x CP, EP ``ep`` (experts split inside DP x CP,
-Megatron-Core's MoE parallel folding), expert-TP = TP, expert-DP ``dp cp / ep``, PP ``pp``.
+Sizes: TP ``tp``, CP ``cp``, the dense gradient group DP x CP, the expert groups EP, expert-TP and
+expert-DP ``tp cp dp / (etp ep)`` folded over the dense ranks (:mod:`clustertwin.train.moe_layout`), PP.
 
 **Rank order** (Megatron-Core's default ``tp-cp-ep-dp-pp``, fastest first): global rank
 ``r = tp_rank + tp (cp_rank + cp (dp_rank + dp pp_rank))`` with the EP ranks the fastest part of DP, and
@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from clustertwin.comm.placement import Placement, contiguous_placement
 from clustertwin.specs.cluster import ClusterSpec
 from clustertwin.train.layout import Layouts, fmax, fmin, scalar, where
+from clustertwin.train.moe_layout import expert_groups
 
 
 @dataclass
@@ -64,20 +65,20 @@ def ranks_per_node(size, stride, gpus_per_node: int):
 
 def groups(lay: Layouts, gpus_per_node: int) -> Groups:
     """Sizes and ranks per node of every group of ``lay`` (vectorised)."""
-    tp, cp, dp, ep, pp = lay.tp, lay.cp, lay.dp, lay.ep, lay.pp
+    tp, cp, dp, pp = lay.tp, lay.cp, lay.dp, lay.pp
     gpn = gpus_per_node
     dpcp = dp * cp
-    edp = fmax(dpcp // ep, 1)
+    eg = expert_groups(lay, gpn, ranks_per_node)  # MoE parallel folding (moe_layout)
     tp_group = Group(tp, fmin(tp, gpn))
     pp_stride = tp * cp * dp
     return Groups(
         tp=tp_group,
         cp=Group(cp, ranks_per_node(cp, tp, gpn)),
         dp=Group(dpcp, ranks_per_node(dpcp, tp, gpn)),
-        ep=Group(ep, ranks_per_node(ep, tp * cp, gpn)),
-        edp=Group(edp, ranks_per_node(edp, tp * ep, gpn)),
+        ep=Group(eg.ep, eg.ep_rpn),
+        edp=Group(eg.edp, eg.edp_rpn),
         pp=Group(where(pp > 1, 2, 1), where(pp_stride * pp <= gpn, 2, 1)),
-        etp=tp_group,
+        etp=Group(eg.etp, eg.etp_rpn),
     )
 
 

@@ -10,7 +10,8 @@ Each rule has a name (the class of rejection the search reports) and a mask of v
 * ``vpp_needs_pp``: virtual chunks only with pipeline parallelism, and m divisible by pp when interleaved;
 * ``batch_divisibility``: global batch divisible by micro_batch x dp;
 * ``seq_cp``: sequence divisible by 2 x cp (load-balanced causal ring attention);
-* ``experts_ep``: ep divides the expert count and dp x cp; ep = 1 for dense models;
+* ``experts_ep``: ep divides the expert count and etp x ep divides tp x cp x dp (MoE parallel folding,
+  :mod:`clustertwin.train.moe_layout`); ep = 1 for dense models;
 * ``sp_needs_tp``: sequence parallelism only with tp > 1;
 * ``zero_needs_dp``: ZeRO stages only with a data-parallel group (dp x cp > 1).
 """
@@ -21,6 +22,7 @@ import numpy as np
 
 from clustertwin.specs.model import ModelSpec
 from clustertwin.train.layout import Layouts
+from clustertwin.train.moe_layout import folding_valid
 from clustertwin.train.pipeline import stage_plan
 
 RULES = ("heads_tp", "layers_pp", "vpp_needs_pp", "batch_divisibility", "seq_cp",
@@ -33,7 +35,8 @@ MESSAGES = {
     "vpp_needs_pp": "virtual pipeline chunks need pp > 1 and micro-batches divisible by pp",
     "batch_divisibility": "global batch not divisible by micro_batch x dp",
     "seq_cp": "sequence length not divisible by 2 x cp",
-    "experts_ep": "ep must divide the expert count and dp x cp (and be 1 for dense models)",
+    "experts_ep": "ep must divide the expert count and etp x ep the dense ranks tp x cp x dp (MoE parallel "
+                  "folding; ep = 1 for dense models)",
     "sp_needs_tp": "sequence parallelism needs tp > 1",
     "zero_needs_dp": "ZeRO needs a data-parallel group (dp x cp > 1)",
 }
@@ -50,7 +53,7 @@ def violations(model: ModelSpec, lay: Layouts, global_batch: int, gpus_per_node:
     m = global_batch // np.maximum(mbs * dp, 1)
     vpp_bad = (vpp > 1) & ((pp == 1) | (m % pp != 0))
     experts = model.moe.experts if model.moe else 1
-    ep_bad = (experts % ep != 0) | ((dp * cp) % ep != 0) if model.moe else ep != 1
+    ep_bad = np.logical_not(folding_valid(lay, experts)) if model.moe else ep != 1
     return {
         "heads_tp": heads_bad,
         "layers_pp": layers_bad,

@@ -3,7 +3,8 @@ recompute, ZeRO stage and pipeline split for a GPU count and global batch, evalu
 pass and ranked by throughput among the layouts that fit in memory.
 
 Candidates: power-of-two tp (inside a node, dividing the heads), pp and cp, dp = GPUs / (tp pp cp)
-(any integer), ep dividing the experts and dp x cp, every micro-batch that divides the per-replica
+(any integer), ep dividing the experts with etp x ep dividing tp x cp x dp (expert TP = tp, or 1 when tp > 1:
+MoE parallel folding; MoE grids are pruned by :mod:`search_prune` before timing), every micro-batch that divides the per-replica
 batch (global batch / dp), vpp from 1 to :data:`VPP_MAX` with at least one layer slot per chunk (the
 stage plan balances uneven splits), the balanced split with and without the embedding and the loss
 counted as pipeline slots, recompute modes and ZeRO stages. Only the features of the software stack
@@ -30,10 +31,11 @@ from clustertwin.specs.model import ModelSpec
 from clustertwin.train.estimate import TrainEstimate, from_arrays
 from clustertwin.train.hardware import hardware
 from clustertwin.train.layout import RECOMPUTE_CODES, Layouts
-from clustertwin.train.memory import TERMS
+from clustertwin.train.memory import TERMS, memory_arrays
 from clustertwin.train.params import TrainParams, resolve_params
 from clustertwin.train.resolve import default_sequence_parallel
 from clustertwin.train.rules import MESSAGES, RULES, violations
+from clustertwin.train.search_prune import cheapest_fitting
 from clustertwin.train.stack import STACKS, Stack, resolve_stack
 from clustertwin.train.step import evaluate_layouts
 
@@ -141,17 +143,47 @@ def candidates(model: ModelSpec, gpus: int, global_batch: int, gpus_per_node: in
         vmax = VPP_MAX if (st.interleaved and pp > 1) else 1
         vpps = choice("vpp", [v for v in range(1, vmax + 1) if pp * v <= model.layers + 2])
         for first, last, es, ls in (splits if pp > 1 else [(0, 0, 0, 0)]):
-            g = np.meshgrid(eps, np.array(vpps), np.array(mbss), rcs, zs, indexing="ij")
+            # expert TP: = tp (0), or 1 when tp > 1 (MoE parallel folding, moe_layout.py)
+            etps = np.array([int(fx["etp"] or 0)] if "etp" in fx else ([0, 1] if model.moe and tp > 1 else [0]))
+            g = np.meshgrid(eps, np.array(vpps), np.array(mbss), rcs, zs, etps, indexing="ij")
             n = g[0].size
             cols = [np.full(n, tp), np.full(n, pp), np.full(n, dp), np.full(n, cp), g[0].ravel(), g[1].ravel(),
                     g[2].ravel(), g[3].ravel(), g[4].ravel(), np.full(n, sp), np.full(n, first), np.full(n, last),
-                    np.full(n, es), np.full(n, ls)]
-            blocks.append(np.stack(cols, axis=1))
+                    np.full(n, es), np.full(n, ls), g[5].ravel()]
+            block = np.stack(cols, axis=1)
+            if model.moe:  # only foldings where etp x ep divides tp x cp x dp (moe_layout)
+                block = block[(tp * cp * dp) % (block[:, 4] * np.where(block[:, 14] > 0, block[:, 14], tp)) == 0]
+                m = global_batch // (block[:, 6] * dp)  # and the interleaved schedule only where it runs
+                block = block[(block[:, 5] == 1) | ((pp > 1) & (m % pp == 0))]
+            blocks.append(block)
     if not blocks:
         raise SpecError(f"no layout of tp x pp x dp x cp matches {gpus} GPUs with the fixed fields "
                         f"{ {k: v for k, v in fx.items() if k in ('tp', 'pp', 'dp', 'cp')} }")
     a = np.concatenate(blocks).astype(np.int64)
-    return Layouts(*(a[:, i] for i in range(a.shape[1])))
+    # columns 0-13: tp .. loss_split in field order; 14: etp (a keyword: the stage-plan fields sit between)
+    return Layouts(*(a[:, i] for i in range(14)), etp=a[:, 14])
+
+
+def _prune_moe(model: ModelSpec, valid: Layouts, global_batch: int, precision: str, hw, prm: TrainParams, s: int,
+               rejected: Counter[str]) -> tuple[Layouts, int | None]:
+    """The cheapest fitting layout of each recompute/ZeRO group (:mod:`search_prune`); evaluated layouts
+    that do not fit are counted by their largest memory term. Unchanged when none fits."""
+
+    def memory(sub: Layouts):
+        mem = memory_arrays(model, sub, global_batch, precision, hw.flash, prm, s)
+        fits = np.broadcast_to(mem["total"] <= hw.hbm_bytes, (len(sub),))
+        largest = np.stack([np.broadcast_to(mem[k], fits.shape) for k in TERMS]).argmax(axis=0)
+        return fits, largest
+
+    pr = cheapest_fitting(valid, memory)
+    if len(pr.keep) == 0:
+        return valid, None
+    for k, c in zip(*np.unique(pr.oom_terms, return_counts=True), strict=True):
+        rejected[f"out of memory (largest term: {TERMS[int(k)]})"] += int(c)
+    skipped = len(valid) - pr.evaluated
+    if skipped:
+        rejected["not timed: a cheaper recompute mode or ZeRO stage of the same layout fits"] += skipped
+    return valid.take(pr.keep), len(pr.keep)
 
 
 def search(model: ModelSpec, cluster: ClusterSpec, *, global_batch: int, gpus: int | None = None,
@@ -186,9 +218,12 @@ def search(model: ModelSpec, cluster: ClusterSpec, *, global_batch: int, gpus: i
         res.rejected = dict(rejected)
         return res
     valid = lay.take(ok)
+    pre_fitting = None
+    if model.moe:  # MoE grids: time only the cheapest fitting recompute/ZeRO of each layout (search_prune)
+        valid, pre_fitting = _prune_moe(model, valid, global_batch, precision, hw, prm, s, rejected)
     out = evaluate_layouts(model, cluster, valid, global_batch, precision, prm, s, calibration, stack=stack)
     fits = out["fits"]
-    res.fitting = int(fits.sum())
+    res.fitting = int(fits.sum()) if pre_fitting is None else pre_fitting
     oom = np.flatnonzero(~fits)
     if len(oom):
         terms = np.stack([np.broadcast_to(out[f"mem_{k}"], fits.shape)[oom] for k in TERMS])

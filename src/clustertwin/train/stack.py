@@ -17,6 +17,13 @@ feature set comes from:
   reduce and parameter gather;
 * ``nemo-2025``: NeMo 2 / Megatron-Bridge recipes on Megatron-Core (2025): as megatron-core-2024, with
   embedding and loss counted in the pipeline split;
+* ``megatron-bridge-2025``: NeMo Megatron-Bridge perf recipes (containers 25.11+): as nemo-2025, with
+  model FLOPs that count the causal attention span, the all-to-all token dispatcher with shared-expert
+  overlap and force-balanced routing (the tables' footnote);
+* ``megatron-bridge-2026``: containers 26.06+: the HybridEP/DeepEP flex dispatcher (FP8 dispatch, no host
+  sync, TE CUDA graphs) and the 1F1B all-to-all overlap (``--overlap-moe-expert-parallel-comm``) in the MoE perf recipes;
+* ``deepseek-2024``: DeepSeek-V3's HAI-LLM (DeepSeek-AI 2024, section 3.2): DualPipe, DeepEP, FP8,
+  no interleaving;
 * ``torchtitan-2025``: torchtitan (PyTorch FSDP2, async TP, context parallel, float8, flexible
   pipeline splits): ZeRO-3 (FSDP) instead of a distributed optimizer.
 
@@ -57,6 +64,17 @@ class Stack:
     """gradient reduce-scatter per bucket during the backward"""
     overlap_param_gather: bool
     """parameter all-gather of the distributed optimizer during the next forward"""
+    causal_flops: bool = False
+    """reported model FLOPs count the causally covered attention span (:mod:`clustertwin.train.flops`)"""
+    moe_dispatcher: str = "nccl"
+    """MoE token dispatcher: ``nccl`` (all-to-all) or ``deepep`` (hierarchical NVLink + RDMA, FP8 dispatch)"""
+    moe_overlaps: tuple[str, ...] = ("none",)
+    """dispatch/combine overlap modes it runs (:data:`clustertwin.train.moe.MOE_OVERLAPS`)"""
+    moe_force_balanced: bool = False
+    """benchmark recipes force-balance the router (``moe_router_force_load_balancing``)"""
+    moe_host_sync: bool = True
+    """the token dispatcher synchronises with the host per dispatch (:func:`clustertwin.train.moe.sync_stall`);
+    False for sync-free dispatchers captured in CUDA graphs"""
 
 
 _MEGATRON_2021 = Stack("megatron-2021", 2021, flash_attention=False, tp_comm_overlap=False,
@@ -75,10 +93,31 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
     _MEGATRON_2021, _MEGATRON_2022, _DEEPSPEED_2022, _MCORE_2024,
     replace(_MCORE_2024, name="nemo-2025", year=2025),
     replace(_MCORE_2024, name="torchtitan-2025", year=2025, zero_stages=(0, 3)),
+    replace(_MCORE_2024, name="megatron-bridge-2025", year=2025, causal_flops=True, moe_dispatcher="flex",
+            moe_overlaps=("none", "shared_expert"), moe_force_balanced=True),
+    replace(_MCORE_2024, name="megatron-bridge-2026", year=2026, causal_flops=True, moe_dispatcher="deepep",
+            moe_overlaps=("none", "shared_expert", "a2a", "dualpipe"), moe_force_balanced=True, moe_host_sync=False),
+    replace(_MCORE_2024, name="deepseek-2024", year=2024, causal_flops=True, moe_dispatcher="deepep",
+            moe_overlaps=("none", "dualpipe"), interleaved=False, moe_host_sync=False),
 )}
 #: the two generic names of earlier releases
 ALIASES = {"te": "megatron-core-2024", "legacy": "megatron-2022"}
 NAMES = ("auto", *ALIASES, *STACKS)
+
+
+#: the framework a published source names -> its stack (first match; used where a case names no stack)
+SOURCE_STACKS: tuple[tuple[str, str], ...] = (("megatron-bridge performance summary, pre-training tables, container 26.06",
+                                               "megatron-bridge-2026"),
+                                              ("megatron-bridge performance summary, pre-training tables, container 26.08",
+                                               "megatron-bridge-2026"),
+                                              ("megatron-bridge", "megatron-bridge-2025"),
+                                              ("deepseek-v3 technical report", "deepseek-2024"))
+
+
+def stack_for_source(source: str | None) -> str | None:
+    """The stack of the framework a case's ``source`` names (:data:`SOURCE_STACKS`), else None."""
+    text = (source or "").lower()
+    return next((stack for key, stack in SOURCE_STACKS if key in text), None)
 
 
 def resolve_stack(name: str | None, cluster: ClusterSpec, params: TrainParams) -> Stack:

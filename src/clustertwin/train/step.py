@@ -34,15 +34,35 @@ from clustertwin.train.collectives import collective_time
 from clustertwin.train.gemm import Gemm
 from clustertwin.train.hardware import Hardware, hardware
 from clustertwin.train.layer import layer_compute, model_shape
-from clustertwin.train.layout import LAYOUT_FIELDS, RECOMPUTE_CODES, Layouts, as_float, fmax, where
+from clustertwin.train.layout import (
+    LAYOUT_FIELDS,
+    MOE_OVERLAP_CODES,
+    RECOMPUTE_CODES,
+    Layouts,
+    as_float,
+    fmax,
+    where,
+)
 from clustertwin.train.memory import memory_breakdown
-from clustertwin.train.moe import ep_exposed, ffn_cost
+from clustertwin.train.memory_moe import full_recompute_fraction
+from clustertwin.train.moe import (
+    dispatch_combine_s,
+    dualpipe_bubble_factor,
+    ep_exposed,
+    ffn_cost,
+    imbalance,
+    module_recompute_flops_per_token,
+    module_recompute_s,
+    overlap_code,
+    sync_stall,
+)
+from clustertwin.train.moe_layout import expert_groups
 from clustertwin.train.optimizer import optimizer_time
 from clustertwin.train.output_layer import end_blocks
 from clustertwin.train.overlap import data_parallel_time, largest_stage
 from clustertwin.train.params import TrainParams
 from clustertwin.train.pipeline import FIRST, LAST, p2p_time, pipeline_time, select, stage_plan
-from clustertwin.train.placement import Group, groups
+from clustertwin.train.placement import Group, groups, ranks_per_node
 from clustertwin.train.stack import Stack, resolve_stack
 from clustertwin.train.stragglers import straggler_time
 from clustertwin.train.tensor_parallel import tp_exposed
@@ -69,6 +89,8 @@ class LayerTime:
     tp: object = 0.0
     cp: object = 0.0
     ep: object = 0.0
+    sync: object = 0.0
+    """GPU idle behind the MoE dispatcher's host sync (moe.sync_stall)"""
 
 
 def evaluate_layouts(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch: int,
@@ -106,7 +128,7 @@ def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch
     grp = groups(lay, hw.gpus_per_node)
     full = lay.recompute == RECOMPUTE_CODES["full"]
     sel = lay.recompute == RECOMPUTE_CODES["selective"]
-    full_f = as_float(full) if isinstance(full, np.ndarray) else float(full)
+    full_f = full_recompute_fraction(lay, model.layers)  # 1 for full recompute of every layer (memory_moe)
 
     def coll(op: str, nbytes, group: Group):
         return collective_time(cluster, op, nbytes, group.size, group.ranks_per_node, calibration)
@@ -116,13 +138,22 @@ def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch
     core = attention_core(c, s, lay, T, hw, g, params, bw)
     cp_exp = cp_exposed(c, s, lay, core, full_f, coll, grp.cp, params)
     lt = LayerTime()
+    # MoE (moe.py): expert groups, load of the busiest rank, dispatch/combine and its overlap mode
+    eg = expert_groups(lay, hw.gpus_per_node, ranks_per_node)
+    load = imbalance(model, params, st.moe_force_balanced)
+    moe_code = overlap_code(lay, st.moe_overlaps, bool(model.moe and model.moe.shared_experts))
     for moe, share in ((False, 1.0 - c.moe_share), (True, c.moe_share)):
         if share <= 0:
             continue
-        lc = layer_compute(c, lay, T, g, bw, precision, ffn_cost(model, c, lay, T, g, moe))
-        compute = lc.fwd_s + lc.bwd_s + core.fwd_s + core.bwd_s + where(full, lc.fwd_s + core.fwd_s, 0.0) + \
-            where(sel, core.fwd_s, 0.0)
-        ep_exp = ep_exposed(model, c, T, passes, coll, grp.ep, params) if moe else 0.0
+        ffn = ffn_cost(model, c, lay, T, g, moe, params, eg, load)
+        lc = layer_compute(c, lay, T, g, bw, precision, ffn)
+        compute = lc.fwd_s + lc.bwd_s + core.fwd_s + core.bwd_s + full_f * (lc.fwd_s + core.fwd_s) + \
+            where(sel, core.fwd_s, 0.0) + where(full, 0.0, module_recompute_s(c, lay, T, g, bw, ffn, core.fwd_s, moe))
+        a2a = dispatch_combine_s(model, cluster, c, lay, T, eg, st.moe_dispatcher, precision, load,
+                                 calibration) if moe else 0.0
+        ep_exp = ep_exposed(a2a, passes, moe_code, compute, ffn.shared_s, params) if moe else 0.0
+        if moe and st.moe_host_sync:
+            lt.sync = lt.sync + share * sync_stall(ffn, a2a, full_f, params, BWD_KERNEL_FACTOR)
         kernels = (lc.kernels + core.kernels + tp_kernels) * (1 + BWD_KERNEL_FACTOR + full_f) + \
             where(sel, KERNELS_FLASH_ATTENTION, 0)
         lt.gpu = lt.gpu + share * (compute + tp_layer + cp_exp + ep_exp)
@@ -136,12 +167,16 @@ def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch
 
     plan = stage_plan(model, lay, global_batch)
     m = as_float(plan.microbatches)
-    layer_time = fmax(lt.gpu, lt.host)
-    host_stall = fmax(lt.host - lt.gpu, 0.0)
+    layer_time = fmax(lt.gpu, lt.host) + lt.sync
+    host_stall = fmax(lt.host - lt.gpu, 0.0) + lt.sync
     ends = end_blocks(c, lay.tp, T, g, bw, params)
     p2p_comm, p2p_host = p2p_time(lay, T, c.h, coll, grp.pp, params)
     p2p = p2p_comm + p2p_host
     pt = pipeline_time(plan, layer_time, p2p, ends.embedding_s, ends.logits_s)
+    if model.moe:  # DualPipe's bubble shape (moe.py)
+        bubble = where(moe_code == MOE_OVERLAP_CODES["dualpipe"], pt.bubble_s * dualpipe_bubble_factor(lay.pp),
+                       pt.bubble_s)
+        pt.pipe_s, pt.bubble_s = pt.pipe_s - pt.bubble_s + bubble, bubble
     pipe = pt.pipe_s
     stragglers = straggler_time(pipe, as_float(lay.gpus), params)
 
@@ -168,11 +203,13 @@ def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch
         zero3_gather=dpt.zero3_s, optimizer=opt)
 
     gpus = as_float(lay.gpus)
-    fpt = F.flops_per_token(model, s)
+    cf = st.causal_flops
+    fpt = F.flops_per_token(model, s, causal=cf)
     tokens = global_batch * s
     model_flops = fpt.model * tokens
-    hw_extra = where(full, F.flops_per_token(model, s, "full").recompute,
-                     where(sel, F.flops_per_token(model, s, "selective").recompute, 0.0))
+    hw_extra = where(full, full_f * F.flops_per_token(model, s, "full", cf).recompute,
+                     where(sel, F.flops_per_token(model, s, "selective", cf).recompute, 0.0)) + \
+        where(full, 0.0, module_recompute_flops_per_token(model, s, lay.rc_modules, cf))
     hw_flops = (fpt.model + hw_extra) * tokens
     out = {
         "step_time_s": step, "tokens_per_s": tokens / step,

@@ -26,6 +26,7 @@ from clustertwin.specs import ClusterSpec, ModelSpec, ParallelismSpec, build, lo
 from clustertwin.train.estimate import TrainEstimate, estimate
 from clustertwin.train.params import TrainParams
 from clustertwin.train.search import SPEC_FIELDS, SPLIT_FIELDS, search
+from clustertwin.train.stack import stack_for_source
 
 #: GPUs a train_run case without a GPU count is evaluated on
 DEFAULT_RUN_GPUS = 1024
@@ -78,6 +79,8 @@ def _parallelism(case: dict, gpus: int | None = None) -> ParallelismSpec:
     """The case's parallelism; a missing global batch defaults to one sequence per GPU
     (:data:`DEFAULT_SEQUENCES_PER_GPU`), the weak-scaling setting of the Megatron papers."""
     raw = dict(case.get("parallelism") or {})
+    if "software_stack" not in raw and stack_for_source(case.get("source")):
+        raw["software_stack"] = stack_for_source(case.get("source"))
     if "global_batch" not in raw and gpus:
         raw["global_batch"] = gpus * DEFAULT_SEQUENCES_PER_GPU
     return build(ParallelismSpec, raw, prefix=("parallelism",))
