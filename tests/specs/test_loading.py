@@ -59,3 +59,11 @@ def test_unknown_catalog_id_suggests_nearest():
     with pytest.raises(SpecError) as ei:
         catalog.get("gpu", "h100-smx")
     assert "h100-sxm" in str(ei.value)
+
+
+def test_hidden_not_divisible_by_heads_needs_head_dim(cli, tmp_path) -> None:
+    """A width the heads cannot split (found by the fuzz suite: `hidden: true` became 1 and divided by zero)."""
+    f = tmp_path / "m.yaml"
+    f.write_text("preset: llama3-8b\nhidden: 1\n")
+    r = cli("train", "estimate", "--gpus", "8", "-b", "16", "--tp", "8", "-m", str(f))
+    assert r.code == 2 and "head_dim" in r.stderr and len(r.stderr.strip().splitlines()) == 1

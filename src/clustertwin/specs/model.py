@@ -95,6 +95,9 @@ class ModelSpec(Sourced):
     def _check(self) -> ModelSpec:
         if self.kv_heads is not None and self.heads % self.kv_heads:
             raise ValueError(f"heads={self.heads} is not divisible by kv_heads={self.kv_heads}")
+        if self.head_dim is None and self.hidden % self.heads:
+            raise ValueError(f"hidden={self.hidden} is not divisible by heads={self.heads}; give head_dim "
+                             "(the per-head width) when it is not hidden / heads")
         if self.moe and self.moe.moe_layers and self.moe.moe_layers > self.layers:
             raise ValueError(f"moe.moe_layers={self.moe.moe_layers} exceeds layers={self.layers}")
         if self.full_attention_every and not self.attention_window:
