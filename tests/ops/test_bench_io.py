@@ -52,7 +52,8 @@ def test_stream_triad_threads_and_label():
 
 
 def test_node_bench_cli_names_the_tools(cli):
-    res = cli("node", "bench", "--skip", "gemm", "--skip", "collectives", "--memory-mib", "6", "--json")
+    res = cli("node", "bench", "--skip", "gemm", "--skip", "collectives", "--memory-mib", "6", "--storage-mib", "16",
+              "--iodepth", "2", "--json")
     assert res.code == 0, res.stderr
     d = json.loads(res.stdout)
     assert [m["tool"].split(",")[0] for m in d["memory"]] == ["numpy copyto", "STREAM triad"]

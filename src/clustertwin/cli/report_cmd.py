@@ -47,6 +47,13 @@ def report_command(
         raise SpecError(f"--input-len and --output-len must be >= 1 (got {input_len}, {output_len})")
     if qps <= 0 or slo_ttft_ms <= 0 or slo_tpot_ms <= 0:
         raise SpecError("--qps, --slo-ttft-ms and --slo-tpot-ms must be > 0")
+    if infer:  # checked before the (slow) training sections are built
+        from clustertwin.errors import did_you_mean
+        from clustertwin.infer.roofline import WEIGHT_PRECISIONS
+
+        if infer_precision not in WEIGHT_PRECISIONS:
+            raise SpecError(f"unsupported precision '{infer_precision}'{did_you_mean(infer_precision, WEIGHT_PRECISIONS)} "
+                            f"(choose from {', '.join(WEIGHT_PRECISIONS)})", path=("--infer-precision",))
     settings = InferSettings(precision=infer_precision, input_len=input_len, output_len=output_len, qps=qps,
                              slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms) if infer else None
     opts = ReportOptions(global_batch=global_batch, precision=precision, tokens=tokens, trials=trials, seed=seed,
