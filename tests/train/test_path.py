@@ -160,3 +160,17 @@ def test_vectorised_fractions_match_scalar(designs):
     for i, p in enumerate(lays):
         one = net_fractions(c, Layouts.from_spec(p), 8)
         assert {k: float(v[i]) for k, v in vec.items()} == pytest.approx(one)
+
+
+def test_1gbe_cluster_throughput_falls_past_the_network_and_explain_names_it(l8b):
+    from clustertwin.explain import explain
+    from clustertwin.train import scale
+
+    c = catalog.get("cluster", "a100-512-1gbe")
+    res = scale(l8b, c, global_batch=512, max_gpus=32)
+    tps = [p.estimate.tokens_per_s for p in res.points]
+    assert [p.gpus for p in res.points] == [8, 16, 32]
+    assert tps[1] < tps[0] and tps[2] < tps[0]  # 2 and 4 nodes deliver less than one node
+    assert res.points[-1].fractions["communication"] > 0.5
+    ex = explain(l8b, c, global_batch=512, gpus=32)
+    assert ex.bottleneck == "network" and "0.125 GB/s" in ex.verdict
