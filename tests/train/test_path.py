@@ -174,3 +174,24 @@ def test_1gbe_cluster_throughput_falls_past_the_network_and_explain_names_it(l8b
     assert res.points[-1].fractions["communication"] > 0.5
     ex = explain(l8b, c, global_batch=512, gpus=32)
     assert ex.bottleneck == "network" and "0.125 GB/s" in ex.verdict
+
+
+def test_cli_placement_and_dataset(cli):
+    import json
+
+    base = ["train", "estimate", "-c", "a100-512-1gbe", "-m", "llama3-8b", "-g", "64", "-b", "64", "--tp", "8"]
+    r = cli(*base, "--placement", "scattered", "--dataset", "imagenet-jpeg", "--json")
+    assert r.code == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["placement"] == "scattered" and d["data_path"]["bytes_per_sample"] == 110e3
+    assert set(d["net_fractions"]) == {"tp", "cp", "dp", "ep", "edp", "pp"}
+    r = cli(*base, "--placement", "0-7", "--dataset", "none", "--json")
+    assert r.code == 0 and json.loads(r.stdout)["data_path"] is None
+    for bad, msg in ((["--placement", "scatterd"], "did you mean 'scattered'"),
+                     (["--placement", "0-3"], "placement lists 4 nodes"),
+                     (["--dataset", "imagenet"], "unknown dataset")):
+        r = cli(*base, *bad)
+        assert r.code == 2 and msg in r.stderr and "Traceback" not in r.stderr, r.stderr
+    r = cli("train", "scale", "-c", "a100-512-1gbe", "-m", "llama3-8b", "-b", "64", "-g", "16", "--placement",
+            "scattered")
+    assert r.code == 0 and "data" in r.stdout
