@@ -28,10 +28,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from clustertwin.comm.span import _topology
 from clustertwin.errors import SpecError
 from clustertwin.specs.cluster import ClusterSpec
-from clustertwin.topology import group_bandwidth, groups_of, place
+from clustertwin.topology import Topology, build, group_bandwidth, groups_of, place
 from clustertwin.train.layout import Layouts
 from clustertwin.train.placement import Groups
 
@@ -39,6 +38,17 @@ PLACEMENTS = ("contiguous", "scattered", "random")
 _CACHE: dict[tuple, float] = {}
 _NODES: dict[tuple, np.ndarray] = {}
 _CACHE_LIMIT = 4096
+_TOPOLOGIES: dict[ClusterSpec, Topology] = {}
+
+
+def _topology(cluster: ClusterSpec) -> Topology:
+    """The cluster's built topology, cached by value (the frozen spec is the key)."""
+    hit = _TOPOLOGIES.get(cluster)
+    if hit is None:
+        if len(_TOPOLOGIES) >= 64:
+            _TOPOLOGIES.clear()
+        hit = _TOPOLOGIES[cluster] = build(cluster)
+    return hit
 
 
 def placement_key(placement) -> tuple:
