@@ -24,6 +24,7 @@ from clustertwin.specs.cluster import ClusterSpec
 
 DEFAULT_DATASET = "tokenized-text"
 _RATES: dict[tuple, float] = {}
+_STALLS: dict[tuple, DataStall] = {}
 _CACHE_LIMIT = 1024
 
 
@@ -60,5 +61,16 @@ def data_stall_time(cluster: ClusterSpec, dataset_ref, step_s, gpus, samples_per
 
 def data_path(cluster: ClusterSpec, dataset_ref, step_without_data_s: float, gpus: int, samples_per_step: float,
               seq_len: int) -> DataStall:
-    """The full :class:`~clustertwin.datapath.DataStall` of one layout (stages, bottleneck) for reports."""
-    return data_stall(cluster, dataset_ref, step_without_data_s, samples_per_step, gpus, seq_len=seq_len)
+    """The full :class:`~clustertwin.datapath.DataStall` of one layout (stages, bottleneck) for reports
+    (cached by value: a pure function of its arguments)."""
+    try:
+        key = (cluster, dataset_ref, float(step_without_data_s), int(gpus), float(samples_per_step), int(seq_len))
+        hit = _STALLS.get(key)
+    except TypeError:  # an inline mapping: not hashable, not cached
+        return data_stall(cluster, dataset_ref, step_without_data_s, samples_per_step, gpus, seq_len=seq_len)
+    if hit is None:
+        if len(_STALLS) >= _CACHE_LIMIT:
+            _STALLS.clear()
+        hit = _STALLS[key] = data_stall(cluster, dataset_ref, step_without_data_s, samples_per_step, gpus,
+                                        seq_len=seq_len)
+    return hit
