@@ -79,13 +79,15 @@ def explain(model: ModelSpec, cluster: ClusterSpec, *, global_batch: int, gpus: 
 
     g = gpus or cluster.total_gpus
     if parallelism is None:
-        res = train.search(model, cluster, global_batch=global_batch, gpus=g, precision=precision, top=1)
+        res = train.search(model, cluster, global_batch=global_batch, gpus=g, precision=precision, top=1,
+                           placement=placement, dataset=data)
         if not res.top:
             raise SpecError(f"no layout of {g} GPUs fits {model.name or model.id} at global batch {global_batch}")
         est = res.top[0]
     else:
-        est = train.estimate(model, cluster, parallelism)
-    bd, t = est.breakdown, est.step_time_s
+        est = train.estimate(model, cluster, parallelism, placement=placement, dataset=data)
+    bd = est.breakdown
+    t = est.step_time_s - bd.get("data_stall", 0.0)  # the train model's step includes the data stall
     ds = dataset(data)
     stall = data_stall(cluster, ds, t, est.global_batch, est.gpus, seq_len=est.seq_len)
     stages = [_storage_stage(stall)]

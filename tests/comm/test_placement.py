@@ -213,3 +213,23 @@ def test_cli_bad_placement_exits_2_with_one_line(cli, args):
     r = cli("comm", "all_reduce", *args)
     assert r.code == 2
     assert r.stderr.strip().startswith("error:") and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_net_fraction_lowers_network_bandwidth_only():
+    """``net_fraction`` (concurrent groups on the same links) caps the span fractions: it slows a
+    multi-node ring, leaves one node alone, and 1 equals the default."""
+    import pytest as _pytest
+
+    from clustertwin import catalog
+    from clustertwin.comm import collective
+    from clustertwin.errors import SpecError as _SpecError
+
+    c = catalog.get("cluster", "ref-1k-h100")
+    big = 2.0**30
+    free = collective(c, "all_reduce", big, 64).time_s
+    assert collective(c, "all_reduce", big, 64, net_fraction=1.0).time_s == free
+    slow = collective(c, "all_reduce", big, 64, net_fraction=0.25).time_s
+    assert 2.0 * free < slow < 4.5 * free
+    assert collective(c, "all_reduce", big, 8, net_fraction=0.25).time_s == collective(c, "all_reduce", big, 8).time_s
+    with _pytest.raises(_SpecError, match="net_fraction"):
+        collective(c, "all_reduce", big, 64, net_fraction=0.0)

@@ -88,8 +88,8 @@ def test_cli_writes_the_report(cli, tmp_path: Path) -> None:
     r = cli("report", "--cluster", str(cluster), "--model", "llama3-8b", "--global-batch", "64", "--trials", "20",
             "--out", str(out), "--json")
     assert r.code == 0, r.stderr
-    assert json.loads(r.stdout)["sections"] == ["plan", "scaling", "breakdown", "comm", "reliability", "infer",
-                                                    "hpc"]
+    assert json.loads(r.stdout)["sections"] == ["plan", "scaling", "breakdown", "path", "comm", "reliability",
+                                                    "infer", "hpc"]
     assert out.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
 
 
@@ -145,3 +145,23 @@ def test_no_infer_leaves_the_section_out(small) -> None:
     report = build_report(cluster, model, ReportOptions(global_batch=128, tokens=1e11, trials=20, infer=None))
     assert "infer" not in [s.id for s in report.sections]
     assert report.omitted == ()
+
+
+def test_path_view_highlights_the_bottleneck_and_escapes(small) -> None:
+    """The path section: storage -> network -> HBM -> compute -> collectives -> scheduler boxes, exactly one
+    marked as the bottleneck, drawn inline and escaped."""
+    from dataclasses import replace
+
+    from clustertwin.report.html import render_html
+
+    cluster, model = small
+    report = build_report(cluster, model, ReportOptions(global_batch=128, tokens=1e11, trials=20, infer=None))
+    path = next(s for s in report.sections if s.id == "path")
+    assert [b.name for b in path.path] == ["storage", "network", "HBM", "compute", "collectives", "scheduler"]
+    marked = [b.name for b in path.path if b.bottleneck]
+    assert len(marked) <= 1 and (not marked or marked[0] in path.intro)
+    evil = replace(path, path=(replace(path.path[0], detail="<script>alert(1)</script>", bottleneck=True),
+                               *path.path[1:]))
+    html = render_html(replace(report, sections=tuple(evil if s.id == "path" else s for s in report.sections)))
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "<script>alert(1)" not in html
+    assert 'class="path-box bottleneck"' in html and "http://" not in html.split("<script>")[0]

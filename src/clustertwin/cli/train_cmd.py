@@ -34,8 +34,24 @@ StackOpt = typer.Option("auto", "--stack",
                         help="Software stack of the run: megatron-2021, megatron-2022, deepspeed-2022, "
                              "megatron-core-2024, nemo-2025, torchtitan-2025 (te = megatron-core-2024, "
                              "legacy = megatron-2022) or auto (by GPU generation).")
+PlacementOpt = typer.Option("contiguous", "--placement",
+                            help="Job nodes: contiguous, scattered, random, or node indices like 0-63,128-191.")
+DatasetOpt = typer.Option("tokenized-text", "--dataset",
+                          help="What the job reads: tokenized-text, imagenet-jpeg, imagenet-dali, "
+                               "webdataset-images, video-4k-raw, or none (no data-loading term).")
 
 RECOMPUTE = ("none", "selective", "full")
+
+
+def _path_inputs(placement: str, dataset: str) -> dict[str, Any]:
+    """``placement`` and ``dataset`` keyword arguments of the train library calls."""
+    from clustertwin.datapath import dataset as get_dataset
+    from clustertwin.train.topology_comm import parse_placement, placement_key
+
+    pl = parse_placement(placement)
+    placement_key(pl)
+    ds = None if dataset in ("none", "") else get_dataset(dataset).name
+    return {"placement": pl, "dataset": ds}
 
 
 def _seq_model(model: str, seq_len: int | None):
@@ -89,6 +105,13 @@ def _print_estimate(e, title: str) -> None:
             ["memory (GiB per GPU)", e.memory_gib_per_gpu], ["fits", e.fits]]
     if not e.fits:
         rows.append(["why", e.memory.reason])
+    rows.append(["placement", e.placement])
+    if e.data_path is not None:
+        d = e.data_path
+        rows.append(["data path (GB/s delivered | needed)",
+                     f"{d['delivered_gb_per_s']:.3g} | {d['demand_gb_per_s']:.3g} ({d['bottleneck']} slowest)"])
+    if e.data_bottleneck:
+        rows.append(["data path binds", f"{e.data_bottleneck}: GPUs wait {e.breakdown['data_stall']:.3g} s per step"])
     console.print(table(title, ["quantity", "value"], rows))
     st = e.step_time_s
     console.print(table("step time breakdown", ["term", "seconds", "share"],
@@ -138,6 +161,8 @@ def estimate_command(
     usd_per_gpu_hour: float = PriceOpt,
     calibration: str = CalOpt,
     stack: str = StackOpt,
+    placement: str = PlacementOpt,
+    dataset: str = DatasetOpt,
     with_failures: bool = typer.Option(False, "--with-failures",
                                        help="Add failures, checkpoints and restarts to time-to-train (needs --tokens)."),
     async_checkpoint: bool = typer.Option(False, "--async-checkpoint", help="With failures: asynchronous saves."),
@@ -168,7 +193,7 @@ def estimate_command(
         stack=resolve_stack(stack, c, resolve_params(None, cal)))
     if with_failures and not tokens:
         raise SpecError("--with-failures needs a token budget (--tokens)")
-    e = estimate(m, c, par, calibration=cal)
+    e = estimate(m, c, par, calibration=cal, **_path_inputs(placement, dataset))
     ttt = time_to_train(e, tokens, c, usd_per_gpu_hour) if tokens else None
     rel = None
     if with_failures and ttt:
@@ -221,6 +246,8 @@ def search_command(
     usd_per_gpu_hour: float = PriceOpt,
     calibration: str = CalOpt,
     stack: str = StackOpt,
+    placement: str = PlacementOpt,
+    dataset: str = DatasetOpt,
     json_out: bool = JsonOpt,
 ) -> None:
     """Rank every valid layout for the GPU count and global batch by throughput among those that fit."""
@@ -231,7 +258,8 @@ def search_command(
     fixed = _fixed(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, micro_batch=micro_batch, recompute=recompute,
                    zero=zero)
     res = search(m, c, global_batch=global_batch, gpus=gpus, precision=precision, fixed=fixed, top=top,
-                 calibration=load_calibration(calibration), software_stack=stack)
+                 calibration=load_calibration(calibration), software_stack=stack,
+                 **_path_inputs(placement, dataset))
     ttt = time_to_train(res.best, tokens, c, usd_per_gpu_hour) if (tokens and res.best) else None
     if json_out:
         d = res.to_dict()
@@ -264,6 +292,8 @@ def scale_command(
     seq_len: int = SeqOpt,
     precision: str = PrecOpt,
     calibration: str = CalOpt,
+    placement: str = PlacementOpt,
+    dataset: str = DatasetOpt,
     json_out: bool = JsonOpt,
 ) -> None:
     """Throughput and scaling efficiency from one node to N GPUs, with the loss attributed to
@@ -273,7 +303,7 @@ def scale_command(
     c = load_cluster(cluster)
     m = _seq_model(model, seq_len)
     res = scale(m, c, global_batch=global_batch, max_gpus=max_gpus, start_gpus=start_gpus, precision=precision,
-                calibration=load_calibration(calibration))
+                calibration=load_calibration(calibration), **_path_inputs(placement, dataset))
     if json_out:
         print_json(res)
         return

@@ -21,7 +21,7 @@ all_to_all is in :mod:`.alltoall`.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from clustertwin.comm import constants as C
 from clustertwin.comm.latency import StepLatency, step_latency
@@ -107,10 +107,18 @@ class Ctx:
 
 
 def context(cluster: ClusterSpec, op: str, n: int, ppn: int, p: CommParams, pl: Placement | None,
-            gpus_per_process: int = 1, cuda_graph: bool = False, symmetric: bool = False) -> Ctx:
-    """Links, protocol availability, NCCL's llMax and the step latencies of one group."""
+            gpus_per_process: int = 1, cuda_graph: bool = False, symmetric: bool = False,
+            net_fraction: float | None = None) -> Ctx:
+    """Links, protocol availability, NCCL's llMax and the step latencies of one group.
+
+    ``net_fraction``: the share of injection bandwidth the group keeps when other groups load the same
+    links in the same phase (:func:`clustertwin.topology.group_bandwidth`); the span's ring and
+    all-to-all fractions become ``min(span fraction, net_fraction)``."""
     pl = pl if pl is not None else contiguous_placement(cluster, n, ppn)
     nodes, span = pl.nodes, pl.span
+    if net_fraction is not None and net_fraction < 1.0:
+        span = replace(span, ring_bw_fraction=min(span.ring_bw_fraction, net_fraction),
+                       a2a_bw_fraction=min(span.a2a_bw_fraction, net_fraction))
     lk = links(cluster, ppn, span, p)
     gen = generation(cluster)
     node = cluster.node

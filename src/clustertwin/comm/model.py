@@ -94,7 +94,8 @@ def collective(cluster: ClusterSpec, op: str, nbytes: float | np.ndarray, gpus: 
                ranks_per_node: int | None = None, algorithm: str | None = None, protocol: str | None = None,
                params: CommParams | None = None, calibration: Calibration | None = None,
                placement: np.ndarray | Sequence[int] | None = None, gpus_per_process: int = 1,
-               cuda_graph: bool = False, symmetric_memory: bool = False) -> CollectiveResult:
+               cuda_graph: bool = False, symmetric_memory: bool = False,
+               net_fraction: float | None = None) -> CollectiveResult:
     """Time, algbw and busbw of collective ``op`` of ``nbytes`` (nccl-tests size S) over ``gpus`` GPUs.
 
     The group is placed contiguously, ``ranks_per_node`` ranks per node (default ``min(gpus,
@@ -108,7 +109,14 @@ def collective(cluster: ClusterSpec, op: str, nbytes: float | np.ndarray, gpus: 
 
     ``placement`` (global GPU indices, ``gpus`` distinct ones; see :mod:`.placement`) replaces the
     contiguous layout: nodes = distinct nodes touched, ranks per node = the busiest node's count, and the
-    span of exactly those nodes. One GPU: no communication, time 0 and busbw 0."""
+    span of exactly those nodes. One GPU: no communication, time 0 and busbw 0.
+
+    ``net_fraction`` (0 < f <= 1, default none): the share of injection bandwidth left to this group by
+    concurrent groups on the same links (the training model passes
+    :func:`clustertwin.topology.group_bandwidth`'s fraction); the network bandwidth fractions become
+    ``min(span fraction, f)``."""
+    if net_fraction is not None and not 0.0 < float(net_fraction) <= 1.0:
+        raise SpecError(f"net_fraction must be in (0, 1] (got {net_fraction})")
     gpus, ppn = _resolve(cluster, op, gpus, ranks_per_node if placement is None else None)
     pl: Placement | None = None
     if placement is not None:
@@ -137,7 +145,7 @@ def collective(cluster: ClusterSpec, op: str, nbytes: float | np.ndarray, gpus: 
     if algo == "nvlstree" and nodes == 1:
         algo = "nvls"  # NCCL runs a forced NVLSTree inside one node as NVLS
     cx, all_cands = _prepared(cluster, op, gpus, ppn, p, pl, int(gpus_per_process), bool(cuda_graph),
-                              bool(symmetric_memory))
+                              bool(symmetric_memory), None if net_fraction is None else float(net_fraction))
     cands = list(all_cands)
     if algo is not None:
         avail = sorted({c.algorithm for c in cands})
@@ -163,14 +171,14 @@ _PREPARED_CACHE_SIZE = 4096
 
 def _prepared(cluster: ClusterSpec, op: str, n: int, ppn: int, p: CommParams, pl: Placement | None,
               gpus_per_process: int = 1, cuda_graph: bool = False,
-              symmetric: bool = False) -> tuple[Ctx, tuple[Candidate, ...]]:
+              symmetric: bool = False, net_fraction: float | None = None) -> tuple[Ctx, tuple[Candidate, ...]]:
     """Context and candidates of one (cluster, op, group, params, placement, launch mode), cached by value
     (two equal cluster specs share an entry; ``pl`` None: contiguous)."""
-    key = (cluster, op, n, ppn, p, pl, gpus_per_process, cuda_graph, symmetric)
+    key = (cluster, op, n, ppn, p, pl, gpus_per_process, cuda_graph, symmetric, net_fraction)
     hit = _prepared_cache.get(key)
     if hit is not None:
         return hit
-    cx = context(cluster, op, n, ppn, p, pl, gpus_per_process, cuda_graph, symmetric)
+    cx = context(cluster, op, n, ppn, p, pl, gpus_per_process, cuda_graph, symmetric, net_fraction)
     entry = (cx, tuple(candidates(cx)))
     if len(_prepared_cache) >= _PREPARED_CACHE_SIZE:
         _prepared_cache.pop(next(iter(_prepared_cache)))

@@ -125,6 +125,9 @@ def build_report(cluster: ClusterSpec, model: ModelSpec, options: ReportOptions 
         omitted.append("step-time and memory breakdowns, time to train: no layout of this model fits the cluster")
     else:
         sections.append(breakdown_section(best))
+        from clustertwin.report.path_view import path_section
+
+        sections.append(path_section(model, cluster, best))
     sections.append(comm_section(cluster, cluster.total_gpus))
     if best is not None:
         rel, why = _optional("clustertwin.reliability", ("with_failures",))

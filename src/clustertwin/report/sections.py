@@ -62,6 +62,8 @@ class Section:
     tables: tuple[Table, ...] = ()
     figures: tuple[Figure, ...] = ()
     notes: tuple[str, ...] = ()
+    path: tuple[Any, ...] = ()
+    """Stages of a path diagram (:class:`clustertwin.report.path_view.PathBox`), drawn as a flow of boxes."""
 
 
 @dataclass(frozen=True)

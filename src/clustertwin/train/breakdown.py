@@ -14,8 +14,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 #: the groups ``train scale`` attributes the step to (the step terms' ``group`` metadata)
-COMPUTE, COMM, BUBBLE, STRAGGLERS = "compute", "communication", "bubble", "stragglers"
-STEP_GROUPS = (COMPUTE, COMM, BUBBLE, STRAGGLERS)
+COMPUTE, COMM, BUBBLE, STRAGGLERS, DATA = "compute", "communication", "bubble", "stragglers", "data"
+STEP_GROUPS = (COMPUTE, COMM, BUBBLE, STRAGGLERS, DATA)
 
 
 def _meta(group: str, doc: str) -> dict[str, str]:
@@ -37,6 +37,7 @@ class StepBreakdown:
     dp_comm: Any = field(default=0.0, metadata=_meta(COMM, "exposed data-parallel gradient reduction / parameter gather"))
     zero3_gather: Any = field(default=0.0, metadata=_meta(COMM, "exposed ZeRO-3 per-micro-batch parameter gathers"))
     optimizer: Any = field(default=0.0, metadata=_meta(COMPUTE, "optimizer step (HBM-bound)"))
+    data_stall: Any = field(default=0.0, metadata=_meta(DATA, "GPUs waiting for the data path (storage to host) after prefetch overlap"))
 
     def total(self) -> Any:
         """Sum of the terms (the step time)."""

@@ -51,14 +51,23 @@ def unique_pairs(a: np.ndarray, b: np.ndarray) -> list[tuple[int, int]]:
     return [(int(k >> 32), int(k & 0xFFFFFFFF)) for k in key]
 
 
-def _grid_times(cluster: ClusterSpec, op: str, gpus: int, rpn: int, calibration: Calibration | None):
+def unique_groups(n: np.ndarray, r: np.ndarray, f: np.ndarray) -> list[tuple[int, int, float]]:
+    """Distinct (group size, ranks per node, network fraction) triples, via one 1-D ``np.unique`` of
+    ``n 2^40 + r 2^16 + index of f`` (sizes and ranks per node below 2^24, fewer than 2^16 fractions)."""
+    fu, fi = np.unique(f.reshape(-1), return_inverse=True)
+    key = np.unique((n.reshape(-1).astype(np.int64) << 40) + (r.reshape(-1).astype(np.int64) << 16) + fi)
+    return [(int(k >> 40), int((k >> 16) & 0xFFFFFF), float(fu[k & 0xFFFF])) for k in key]
+
+
+def _grid_times(cluster: ClusterSpec, op: str, gpus: int, rpn: int, calibration: Calibration | None,
+                net_fraction: float = 1.0):
     """The collective model on :data:`GRID_BYTES`, cached by the value of the cluster and calibration."""
-    key = (_value_key(cluster), op, gpus, rpn, _value_key(calibration))
+    key = (_value_key(cluster), op, gpus, rpn, _value_key(calibration), net_fraction)
     hit = _CACHE.get(key)
     if hit is not None:
         return hit
-    times = np.asarray(collective(cluster, op, GRID_BYTES, gpus, ranks_per_node=rpn,
-                                  calibration=calibration).time_s, dtype=float)
+    times = np.asarray(collective(cluster, op, GRID_BYTES, gpus, ranks_per_node=rpn, calibration=calibration,
+                                  net_fraction=net_fraction if net_fraction < 1.0 else None).time_s, dtype=float)
     if len(_CACHE) >= _CACHE_LIMIT:
         _CACHE.clear()
     _CACHE[key] = times
@@ -76,44 +85,54 @@ def _interp(x: np.ndarray, times: np.ndarray) -> np.ndarray:
     return y
 
 
+def _fraction_key(f) -> float:
+    """Net fractions are cached to 3 decimals (a 0.1% bandwidth difference is below the model's accuracy)."""
+    return min(1.0, max(round(float(f), 3), 1e-3))
+
+
 def collective_time(cluster: ClusterSpec, op: str, nbytes, gpus, ranks_per_node,
-                    calibration: Calibration | None = None):
+                    calibration: Calibration | None = None, net_fraction=None):
     """Seconds for collective ``op`` of ``nbytes`` over ``gpus`` ranks, ``ranks_per_node`` of them per
-    node (numpy arrays broadcast). Groups of one rank cost nothing.
+    node (numpy arrays broadcast). Groups of one rank cost nothing. ``net_fraction`` (scalar or array,
+    None = 1): the group's share of injection bandwidth under concurrent traffic
+    (:mod:`clustertwin.train.topology_comm`), passed to :func:`clustertwin.comm.collective`.
 
     The collective model is sampled once per (cluster, op, group size, ranks per node) on
     :data:`GRID_BYTES` and interpolated linearly in size (extrapolated with the last slope beyond)."""
     if op not in OPS:
         raise ValueError(f"unknown collective {op}")
+    if net_fraction is None:
+        net_fraction = 1.0
     if not isinstance(nbytes, np.ndarray) and not isinstance(gpus, np.ndarray) and \
-            not isinstance(ranks_per_node, np.ndarray):
+            not isinstance(ranks_per_node, np.ndarray) and not isinstance(net_fraction, np.ndarray):
         g = int(gpus)
         if g <= 1:
             return 0.0
         rpn = min(max(int(ranks_per_node), 1), g)
-        times = _grid_times(cluster, op, g, rpn, calibration)
+        times = _grid_times(cluster, op, g, rpn, calibration, _fraction_key(net_fraction))
         x = float(nbytes)
         if x > GRID_BYTES[-1]:
             return float(times[-1] + (x - GRID_BYTES[-1]) * (times[-1] - times[-2]) / _SLOPE_DX)
         return float(np.interp(x, GRID_BYTES, times))
-    nb, n, r = np.broadcast_arrays(np.asarray(nbytes, dtype=float), np.asarray(gpus, dtype=np.int64),
-                                   np.asarray(ranks_per_node, dtype=np.int64))
+    nb, n, r, fr = np.broadcast_arrays(np.asarray(nbytes, dtype=float), np.asarray(gpus, dtype=np.int64),
+                                       np.asarray(ranks_per_node, dtype=np.int64),
+                                       np.clip(np.round(np.asarray(net_fraction, dtype=float), 3), 1e-3, 1.0))
     out = np.zeros(nb.shape)
     if out.size == 0:
         return out
     r = np.minimum(np.maximum(r, 1), np.maximum(n, 1))
     if n.size <= 8:
-        pairs = sorted({(int(a), int(b)) for a, b in zip(n.flat, r.flat, strict=True)})
+        keys = sorted({(int(a), int(b), float(c)) for a, b, c in zip(n.flat, r.flat, fr.flat, strict=True)})
     else:
-        pairs = unique_pairs(n, r)
-    single = len(pairs) == 1
-    for g, rpn in pairs:
+        keys = unique_groups(n, r, fr)
+    single = len(keys) == 1
+    for g, rpn, f in keys:
         if g <= 1:
             continue
-        times = _grid_times(cluster, op, int(g), int(rpn), calibration)
+        times = _grid_times(cluster, op, g, rpn, calibration, f)
         if single:
             out = _interp(nb, times)
         else:
-            sel = (n == g) & (r == rpn)
+            sel = (n == g) & (r == rpn) & (fr == f)
             out[sel] = _interp(nb[sel], times)
     return out

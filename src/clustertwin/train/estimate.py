@@ -11,8 +11,9 @@ from clustertwin.specs.cluster import ClusterSpec
 from clustertwin.specs.model import ModelSpec
 from clustertwin.specs.parallelism import ParallelismSpec
 from clustertwin.train.breakdown import BREAKDOWN_KEYS
+from clustertwin.train.data import DEFAULT_DATASET, data_path
 from clustertwin.train.hardware import hardware
-from clustertwin.train.layout import Layouts, scalar
+from clustertwin.train.layout import LAYOUT_FIELDS, Layouts, scalar
 from clustertwin.train.layout_string import parse_pipeline_layout
 from clustertwin.train.memory import MemoryResult, checkpoint_bytes, memory_result
 from clustertwin.train.moe import overlap_violation
@@ -20,6 +21,7 @@ from clustertwin.train.params import TrainParams, resolve_params
 from clustertwin.train.rules import first_violation
 from clustertwin.train.stack import ALIASES, resolve_stack, stack_violation
 from clustertwin.train.step import evaluate_layouts
+from clustertwin.train.topology_comm import net_fractions, placement_key
 from clustertwin.units import GIB
 
 
@@ -49,6 +51,20 @@ class TrainEstimate:
     embedding and the loss sit (:mod:`clustertwin.train.pipeline`)."""
     software_stack: str = ""
     """The stack the estimate assumed (:mod:`clustertwin.train.stack`)."""
+    placement: str = "contiguous"
+    """The job's nodes: contiguous, scattered, random or ``nodes`` (an explicit list)."""
+    data_path: dict[str, Any] | None = None
+    """The data path of the estimate (:meth:`clustertwin.datapath.DataStall.to_dict`): stages, demand,
+    bottleneck; None without a dataset."""
+    net_fractions: dict[str, float] = field(default_factory=dict)
+    """Each group kind's share of injection bandwidth on the topology (:mod:`~clustertwin.train.topology_comm`)."""
+
+    @property
+    def data_bottleneck(self) -> str | None:
+        """The data path's slowest stage when it binds (data stall > 0), else None."""
+        if self.data_path is None or self.breakdown.get("data_stall", 0.0) <= 0.0:
+            return None
+        return str(self.data_path["bottleneck"])
 
     @property
     def memory_gib_per_gpu(self) -> float:
@@ -73,6 +89,8 @@ class TrainEstimate:
             "precision": self.precision, "layout": self.layout, "breakdown": self.breakdown,
             "memory": self.memory.to_dict(), "checkpoint_gib": self.checkpoint_bytes / GIB,
             "stage_plan": self.stage_plan, "software_stack": self.software_stack,
+            "placement": self.placement, "net_fractions": self.net_fractions, "data_path": self.data_path,
+            "data_bottleneck": self.data_bottleneck,
         }
 
 
@@ -104,10 +122,26 @@ def from_arrays(out: dict, lay: Layouts, i: int, *, global_batch: int, seq_len: 
         stage_plan=_stage_plan(out, lay, i), software_stack=stack)
 
 
+def annotate(est: TrainEstimate, cluster: ClusterSpec, lay: Layouts, i: int, placement, dataset) -> TrainEstimate:
+    """Fill ``placement``, ``net_fractions`` and ``data_path`` of layout ``i``'s estimate (scalar work, once
+    per reported row)."""
+    est.placement = placement_key(placement)[0]
+    one = Layouts(*(int(scalar(getattr(lay, f), i)) for f in LAYOUT_FIELDS))  # type: ignore[arg-type]
+    est.net_fractions = {k: float(v) for k, v in net_fractions(cluster, one, cluster.node.gpus, placement).items()}
+    if dataset is not None:
+        stall = est.breakdown.get("data_stall", 0.0)
+        est.data_path = data_path(cluster, dataset, est.step_time_s - stall, est.gpus, est.global_batch,
+                                  est.seq_len).to_dict()
+    return est
+
+
 def estimate(model: ModelSpec, cluster: ClusterSpec, parallelism: ParallelismSpec, *,
              seq_len: int | None = None, params: TrainParams | None = None,
-             calibration: Calibration | None = None) -> TrainEstimate:
-    """Predict one layout on ``cluster``. Raises SpecError for layouts that cannot run (wrong GPU
+             calibration: Calibration | None = None, placement="contiguous",
+             dataset=DEFAULT_DATASET) -> TrainEstimate:
+    """Predict one layout on ``cluster``. ``placement``: contiguous, scattered, random or a node list
+    (:mod:`~clustertwin.train.topology_comm`); ``dataset``: a :data:`clustertwin.datapath.DATASETS` name,
+    mapping or spec (None: no data term). Raises SpecError for layouts that cannot run (wrong GPU
     count, divisibility); a layout that runs out of memory is returned with ``fits = False`` and
     ``memory.reason``."""
     p = parallelism
@@ -135,9 +169,11 @@ def estimate(model: ModelSpec, cluster: ClusterSpec, parallelism: ParallelismSpe
     if bad:
         raise SpecError(f"invalid layout: {bad}", path=("parallelism",))
     hw = hardware(cluster, p.precision, prm, stack)
-    out = evaluate_layouts(model, cluster, lay, p.global_batch, p.precision, prm, s, calibration, stack=stack)
+    out = evaluate_layouts(model, cluster, lay, p.global_batch, p.precision, prm, s, calibration, stack=stack,
+                           placement=placement, dataset=dataset)
     est = from_arrays(out, lay, 0, global_batch=p.global_batch, seq_len=s, precision=p.precision,
                       hbm_bytes=hw.hbm_bytes, model=model, stack=stack.name)
+    annotate(est, cluster, lay, 0, placement, dataset)
     if p.pipeline_layout:
         est.layout["pipeline_layout"] = p.pipeline_layout
     return est

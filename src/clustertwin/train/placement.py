@@ -38,6 +38,8 @@ class Group:
 
     size: object
     ranks_per_node: object
+    net_fraction: object = None
+    """share of injection bandwidth under concurrent groups (:mod:`clustertwin.train.topology_comm`)"""
 
 
 @dataclass

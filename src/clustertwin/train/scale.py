@@ -26,6 +26,7 @@ from clustertwin.specs.calibration import Calibration
 from clustertwin.specs.cluster import ClusterSpec
 from clustertwin.specs.model import ModelSpec
 from clustertwin.train.breakdown import TERM_GROUP, group_fractions
+from clustertwin.train.data import DEFAULT_DATASET
 from clustertwin.train.estimate import TrainEstimate
 from clustertwin.train.params import TrainParams
 from clustertwin.train.search import search
@@ -135,8 +136,11 @@ def gpu_counts(start: int, stop: int) -> list[int]:
 def scale(model: ModelSpec, cluster: ClusterSpec, *, global_batch: int, max_gpus: int | None = None,
           start_gpus: int | None = None, precision: str = "bf16", seq_len: int | None = None,
           fixed: dict[str, Any] | None = None, params: TrainParams | None = None,
-          calibration: Calibration | None = None) -> ScaleResult:
-    """Best layout and scaling efficiency at each doubling of the GPU count."""
+          calibration: Calibration | None = None, placement="contiguous",
+          dataset=DEFAULT_DATASET) -> ScaleResult:
+    """Best layout and scaling efficiency at each doubling of the GPU count (``placement`` and
+    ``dataset`` as :func:`~clustertwin.train.estimate.estimate`; an explicit node list serves every
+    count with its first nodes)."""
     top = max_gpus or cluster.total_gpus
     first = start_gpus or cluster.node.gpus
     if top > cluster.total_gpus:
@@ -147,7 +151,8 @@ def scale(model: ModelSpec, cluster: ClusterSpec, *, global_batch: int, max_gpus
     base: float | None = None
     for n in gpu_counts(first, top):
         res = search(model, cluster, global_batch=global_batch, gpus=n, precision=precision, seq_len=seq_len,
-                     fixed=fixed, top=1, params=params, calibration=calibration)
+                     fixed=fixed, top=1, params=params, calibration=calibration, placement=placement,
+                     dataset=dataset)
         e = res.best
         if e is None:
             reason = max(res.rejected, key=lambda k: res.rejected[k]) if res.rejected else "no valid layout"

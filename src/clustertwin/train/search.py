@@ -28,7 +28,8 @@ from clustertwin.errors import SpecError
 from clustertwin.specs.calibration import Calibration
 from clustertwin.specs.cluster import ClusterSpec
 from clustertwin.specs.model import ModelSpec
-from clustertwin.train.estimate import TrainEstimate, from_arrays
+from clustertwin.train.data import DEFAULT_DATASET
+from clustertwin.train.estimate import TrainEstimate, annotate, from_arrays
 from clustertwin.train.hardware import hardware
 from clustertwin.train.layout import RECOMPUTE_CODES, Layouts
 from clustertwin.train.memory import TERMS, memory_arrays
@@ -189,9 +190,10 @@ def _prune_moe(model: ModelSpec, valid: Layouts, global_batch: int, precision: s
 def search(model: ModelSpec, cluster: ClusterSpec, *, global_batch: int, gpus: int | None = None,
            precision: str = "bf16", seq_len: int | None = None, fixed: dict[str, Any] | None = None,
            top: int = 10, params: TrainParams | None = None, calibration: Calibration | None = None,
-           software_stack: str = "auto") -> SearchResult:
+           software_stack: str = "auto", placement="contiguous", dataset=DEFAULT_DATASET) -> SearchResult:
     """Rank every valid layout for ``gpus`` GPUs (default: the whole cluster) by tokens/s among those
-    that fit; count the rejected ones by reason. ``software_stack`` as ``ParallelismSpec.software_stack``."""
+    that fit; count the rejected ones by reason. ``software_stack`` as ``ParallelismSpec.software_stack``;
+    ``placement`` and ``dataset`` as :func:`~clustertwin.train.estimate.estimate`."""
     prm = resolve_params(params, calibration)
     stack = resolve_stack(software_stack, cluster, prm)
     s = seq_len or model.seq_len
@@ -221,7 +223,8 @@ def search(model: ModelSpec, cluster: ClusterSpec, *, global_batch: int, gpus: i
     pre_fitting = None
     if model.moe:  # MoE grids: time only the cheapest fitting recompute/ZeRO of each layout (search_prune)
         valid, pre_fitting = _prune_moe(model, valid, global_batch, precision, hw, prm, s, rejected)
-    out = evaluate_layouts(model, cluster, valid, global_batch, precision, prm, s, calibration, stack=stack)
+    out = evaluate_layouts(model, cluster, valid, global_batch, precision, prm, s, calibration, stack=stack,
+                           placement=placement, dataset=dataset)
     fits = out["fits"]
     res.fitting = int(fits.sum()) if pre_fitting is None else pre_fitting
     oom = np.flatnonzero(~fits)
@@ -235,6 +238,7 @@ def search(model: ModelSpec, cluster: ClusterSpec, *, global_batch: int, gpus: i
     res.rejected = dict(rejected)
     fit_idx = np.flatnonzero(fits)
     order = fit_idx[np.argsort(-out["tokens_per_s"][fit_idx], kind="stable")][:max(top, 1)]
-    res.top = [from_arrays(out, valid, int(i), global_batch=global_batch, seq_len=s, precision=precision,
-                           hbm_bytes=hw.hbm_bytes, model=model, stack=stack.name) for i in order]
+    res.top = [annotate(from_arrays(out, valid, int(i), global_batch=global_batch, seq_len=s, precision=precision,
+                                    hbm_bytes=hw.hbm_bytes, model=model, stack=stack.name),
+                        cluster, valid, int(i), placement, dataset) for i in order]
     return res

@@ -10,9 +10,11 @@ Every term comes from its own module, which states its formula and source:
   end blocks :mod:`output_layer`;
 * group sizes and ranks per node: :mod:`placement`; collective costs: :mod:`collectives`;
 * data parallelism and ZeRO: :mod:`overlap`; optimizer: :mod:`optimizer`; stragglers: :mod:`stragglers`;
-* memory: :mod:`memory`; the typed breakdowns: :mod:`breakdown`.
+* memory: :mod:`memory`; the typed breakdowns: :mod:`breakdown`;
+* every group's share of the network under concurrent traffic on the topology and placement:
+  :mod:`topology_comm`; the data path: :mod:`data`.
 
-    step = pipe + stragglers + exposed DP reduction + exposed ZeRO-3 gathers + optimizer
+    step = pipe + stragglers + exposed DP reduction + exposed ZeRO-3 gathers + optimizer + data stall
 
 The breakdown splits the steady state (m x the slowest stage) by term and adds bubble, stragglers, DP,
 ZeRO-3 and optimizer; its terms add up to the step time.
@@ -31,6 +33,7 @@ from clustertwin.train import flops as F
 from clustertwin.train.attention import KERNELS_FLASH_ATTENTION, attention_core, cp_exposed
 from clustertwin.train.breakdown import BREAKDOWN_KEYS, MEMORY_TERMS, StepBreakdown
 from clustertwin.train.collectives import collective_time
+from clustertwin.train.data import DEFAULT_DATASET, data_stall_time
 from clustertwin.train.gemm import Gemm
 from clustertwin.train.hardware import Hardware, hardware
 from clustertwin.train.layer import layer_compute, model_shape
@@ -66,6 +69,7 @@ from clustertwin.train.placement import Group, groups, ranks_per_node
 from clustertwin.train.stack import Stack, resolve_stack
 from clustertwin.train.stragglers import straggler_time
 from clustertwin.train.tensor_parallel import tp_exposed
+from clustertwin.train.topology_comm import with_topology
 from clustertwin.units import TFLOP
 
 __all__ = ["BREAKDOWN_KEYS", "MEMORY_TERMS", "SCALAR_LOOP_MAX", "Hardware", "evaluate_layouts", "hardware"]
@@ -96,27 +100,31 @@ class LayerTime:
 def evaluate_layouts(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch: int,
                      precision: str, params: TrainParams, seq_len: int | None = None,
                      calibration: Calibration | None = None, with_memory: bool = True,
-                     stack: Stack | None = None) -> dict[str, np.ndarray]:
+                     stack: Stack | None = None, placement="contiguous",
+                     dataset=DEFAULT_DATASET) -> dict[str, np.ndarray]:
     """Step time, throughput, MFU/HFU, breakdown and memory of every layout (arrays of len(lay);
     Python floats when ``lay`` holds one scalar layout).
 
     Keys: ``step_time_s``, ``tokens_per_s``, ``mfu``, ``hfu``, ``model_tflops_per_gpu``,
     ``hardware_tflops_per_gpu``, ``bd_<term>`` for every :data:`BREAKDOWN_KEYS` (seconds per step) and,
     with memory, ``mem_<term>`` for every :data:`MEMORY_TERMS`, ``mem_total`` (bytes) and ``fits``.
-    ``stack``: the software stack (default: by GPU generation, :func:`~clustertwin.train.stack.resolve_stack`)."""
+    ``stack``: the software stack (default: by GPU generation, :func:`~clustertwin.train.stack.resolve_stack`);
+    ``placement``: the job's nodes (:mod:`~clustertwin.train.topology_comm`); ``dataset``: what the job
+    reads (:mod:`~clustertwin.train.data`; None: no data term)."""
     if not lay.is_scalar and len(lay) <= SCALAR_LOOP_MAX:
         rows = []
         for i in range(len(lay)):
             one = Layouts(*(int(getattr(lay, f)[i]) for f in LAYOUT_FIELDS))  # type: ignore[arg-type]
             rows.append(_evaluate(model, cluster, one, global_batch, precision, params, seq_len, calibration,
-                                  with_memory, stack))
+                                  with_memory, stack, placement, dataset))
         return {k: np.array([r[k] for r in rows]) for k in rows[0]}
-    return _evaluate(model, cluster, lay, global_batch, precision, params, seq_len, calibration, with_memory, stack)
+    return _evaluate(model, cluster, lay, global_batch, precision, params, seq_len, calibration, with_memory, stack,
+                     placement, dataset)
 
 
 def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch: int, precision: str,
               params: TrainParams, seq_len: int | None, calibration: Calibration | None,
-              with_memory: bool, stack: Stack | None) -> dict:
+              with_memory: bool, stack: Stack | None, placement="contiguous", dataset=DEFAULT_DATASET) -> dict:
     s = seq_len or model.seq_len
     st = stack or resolve_stack("auto", cluster, params)
     hw = hardware(cluster, precision, params, st)
@@ -125,13 +133,13 @@ def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch
     pc = c.pc
     T = lay.mbs * (s / lay.cp)  # local tokens of the micro-batch
     bw = hw.hbm_bytes_per_s * params.hbm_efficiency
-    grp = groups(lay, hw.gpus_per_node)
+    grp = with_topology(cluster, lay, groups(lay, hw.gpus_per_node), hw.gpus_per_node, placement)
     full = lay.recompute == RECOMPUTE_CODES["full"]
     sel = lay.recompute == RECOMPUTE_CODES["selective"]
     full_f = full_recompute_fraction(lay, model.layers)  # 1 for full recompute of every layer (memory_moe)
 
     def coll(op: str, nbytes, group: Group):
-        return collective_time(cluster, op, nbytes, group.size, group.ranks_per_node, calibration)
+        return collective_time(cluster, op, nbytes, group.size, group.ranks_per_node, calibration, group.net_fraction)
 
     passes = 2 + full_f  # forward + backward (+ recomputed forward)
     tp_layer, tp_kernels = tp_exposed(lay, T, c.h, passes, coll, grp.tp, hw, params)
@@ -186,6 +194,8 @@ def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch
                              pipe, coll, grp.dp, grp.edp, params, st.overlap_grad_reduce, st.overlap_param_gather)
     opt = optimizer_time(dense_local + exp_local, lay.zero, grp.dp.size, bw)
     step = pipe + stragglers + dpt.dp_s + dpt.zero3_s + opt
+    data = data_stall_time(cluster, dataset, step, lay.gpus, global_batch, s)
+    step = step + data
 
     # breakdown: the steady state (m x the slowest stage) by term, then the rest
     single = lay.pp == 1
@@ -200,7 +210,7 @@ def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch
         host_overhead=m * (layers_k * host_stall + extra - extra_gpu + p2p_host),
         tp_comm=m * layers_k * lt.tp, cp_comm=m * layers_k * lt.cp, ep_comm=m * layers_k * lt.ep,
         pp_comm=m * p2p_comm, bubble=pt.bubble_s, stragglers=stragglers, dp_comm=dpt.dp_s,
-        zero3_gather=dpt.zero3_s, optimizer=opt)
+        zero3_gather=dpt.zero3_s, optimizer=opt, data_stall=data)
 
     gpus = as_float(lay.gpus)
     cf = st.causal_flops

@@ -1,0 +1,176 @@
+"""Training communication on the cluster's topology: every parallel group's traffic mapped onto the
+switches, with contention between the groups of one kind that run in the same phase.
+
+For each group kind of a layout (rank order ``tp-cp-ep-dp-pp``, :mod:`clustertwin.train.placement`) the
+job's ``N = gpus / gpus_per_node`` nodes, in the order the placement gives them
+(:func:`clustertwin.topology.place`: ``contiguous``, ``scattered``, ``random`` or an explicit node list),
+are cut into node groups: a group of ``size`` ranks ``stride`` ranks apart spans
+
+    m = ceil(size x stride / gpus_per_node) consecutive nodes     when stride < gpus_per_node
+    m = size nodes, stride / gpus_per_node apart                  otherwise
+
+(:func:`clustertwin.topology.groups_of`). All node groups of a kind run at once - the DP rings of every
+pipeline stage, every pipeline's send/recv hops, every EP all-to-all - and
+:func:`clustertwin.topology.group_bandwidth` maps them onto leaves, pods, Dragonfly+ global links or torus
+links: the phase moves at the worst group's ``fraction`` of its injection bandwidth. That fraction is
+handed to the collective model (``net_fraction``), which uses ``min(span fraction, net_fraction)``.
+
+Patterns: TP, CP, DP (dense gradients) and expert-DP run rings, EP an all-to-all, PP the ring of stage
+neighbours (send/recv). A kind whose groups stay inside one node gets 1.
+
+Cost: one ``group_bandwidth`` call per distinct (kind, node-group shape) of an evaluation, cached by
+(cluster, placement, shape); a search over thousands of layouts has a few dozen distinct shapes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from clustertwin.errors import SpecError
+from clustertwin.specs.cluster import ClusterSpec
+from clustertwin.topology import Topology, build, group_bandwidth, groups_of, place
+from clustertwin.train.layout import Layouts
+from clustertwin.train.placement import Groups
+
+PLACEMENTS = ("contiguous", "scattered", "random")
+_CACHE: dict[tuple, float] = {}
+_NODES: dict[tuple, np.ndarray] = {}
+_CACHE_LIMIT = 4096
+_TOPOLOGIES: dict[ClusterSpec, Topology] = {}
+
+
+def _topology(cluster: ClusterSpec) -> Topology:
+    """The cluster's built topology, cached by value (the frozen spec is the key)."""
+    hit = _TOPOLOGIES.get(cluster)
+    if hit is None:
+        if len(_TOPOLOGIES) >= 64:
+            _TOPOLOGIES.clear()
+        hit = _TOPOLOGIES[cluster] = build(cluster)
+    return hit
+
+
+def placement_key(placement) -> tuple:
+    """A hashable key of a placement (name, or the node list)."""
+    if isinstance(placement, str):
+        if placement not in PLACEMENTS:
+            from clustertwin.errors import did_you_mean
+
+            raise SpecError(f"unknown placement '{placement}'{did_you_mean(placement, PLACEMENTS)} "
+                            f"(contiguous, scattered, random or a list of node indices)")
+        return (placement,)
+    return ("nodes", *(int(x) for x in np.asarray(placement).reshape(-1)))
+
+
+def parse_placement(text: str | None) -> str | list[int]:
+    """CLI form: ``contiguous``/``scattered``/``random``, or node indices ``0-63,128-191`` / ``0,5,9``."""
+    if text is None or text == "":
+        return "contiguous"
+    t = text.strip()
+    if t in PLACEMENTS:
+        return t
+    nodes: list[int] = []
+    for part in t.split(","):
+        part = part.strip()
+        try:
+            if "-" in part:
+                a, b = (int(x) for x in part.split("-", 1))
+                if b < a:
+                    raise ValueError
+                nodes.extend(range(a, b + 1))
+            else:
+                nodes.append(int(part))
+        except ValueError:
+            placement_key(t)  # a misspelt name: the unknown-placement error with a suggestion
+            raise SpecError(f"placement: cannot read '{part}' (expected a node index or a range a-b)") from None
+    return nodes
+
+
+def job_nodes(cluster: ClusterSpec, n_nodes: int, placement) -> np.ndarray:
+    """The job's node indices in rank order (:func:`clustertwin.topology.place`); an explicit list gives
+    the first ``n_nodes`` of its nodes (the job may use fewer nodes than the list)."""
+    key = (cluster, n_nodes, placement_key(placement))
+    hit = _NODES.get(key)
+    if hit is not None:
+        return hit
+    topo = _topology(cluster)
+    if isinstance(placement, str):
+        nodes = place(topo, n_nodes, placement)
+    else:
+        lst = np.asarray(placement, dtype=np.int64).reshape(-1)
+        if lst.size < n_nodes:
+            raise SpecError(f"placement lists {lst.size} nodes; the layout needs {n_nodes}", path=("placement",))
+        nodes = place(topo, n_nodes, lst[:n_nodes])
+    if len(_NODES) >= _CACHE_LIMIT:
+        _NODES.clear()
+    _NODES[key] = nodes
+    return nodes
+
+
+def node_shape(size: int, stride: int, gpus_per_node: int) -> tuple[int, int]:
+    """(nodes per group ``m``, node stride ``s``) of a group of ``size`` ranks ``stride`` apart."""
+    if stride < gpus_per_node:
+        return max(1, -(-size * stride // gpus_per_node)), 1
+    return size, stride // gpus_per_node
+
+
+def kind_fraction(cluster: ClusterSpec, n_nodes: int, m: int, s: int, pattern: str, placement) -> float:
+    """Worst group's fraction of injection bandwidth when all node groups of shape (``m``, ``s``) of an
+    ``n_nodes`` job run ``pattern`` at once (module docstring); 1 inside a node."""
+    if m <= 1 or n_nodes <= 1:
+        return 1.0
+    key = (cluster, n_nodes, m, s, pattern, placement_key(placement))
+    hit = _CACHE.get(key)
+    if hit is not None:
+        return hit
+    nodes = job_nodes(cluster, n_nodes, placement)
+    if n_nodes % (m * s):
+        f = 1.0  # the group shape does not tile the job (ragged layouts): the span model alone
+    else:
+        f = group_bandwidth(_topology(cluster), groups_of(nodes, m, s), pattern).fraction  # type: ignore[arg-type]
+    if len(_CACHE) >= _CACHE_LIMIT:
+        _CACHE.clear()
+    _CACHE[key] = f
+    return f
+
+
+def _kinds(lay: Layouts) -> dict[str, tuple[object, object, str]]:
+    tp, cp, dp, ep, pp = lay.tp, lay.cp, lay.dp, lay.ep, lay.pp
+    dpcp = dp * cp
+    edp = np.maximum(dpcp // ep, 1) if isinstance(dpcp, np.ndarray) else max(dpcp // ep, 1)
+    return {"tp": (tp, 1, "ring"), "cp": (cp, tp, "ring"), "dp": (dpcp, tp, "ring"),
+            "ep": (ep, tp * cp, "all_to_all"), "edp": (edp, tp * ep, "ring"), "pp": (pp, tp * cp * dp, "ring")}
+
+
+def net_fractions(cluster: ClusterSpec, lay: Layouts, gpus_per_node: int, placement="contiguous") -> dict:
+    """Fraction of injection bandwidth of every group kind of every layout (floats for a scalar layout,
+    arrays otherwise); keys ``tp cp dp ep edp pp``."""
+    gpn = gpus_per_node
+    out: dict[str, object] = {}
+    if lay.is_scalar:
+        n_nodes = max(1, int(lay.gpus) // gpn)
+        for name, (size, stride, pattern) in _kinds(lay).items():
+            m, s = node_shape(int(size), int(stride), gpn)  # type: ignore[call-overload]
+            out[name] = kind_fraction(cluster, n_nodes, m, s, pattern, placement)
+        return out
+    n_nodes_a = np.maximum(np.asarray(lay.gpus) // gpn, 1)
+    for name, (size, stride, pattern) in _kinds(lay).items():
+        size_a = np.broadcast_to(np.asarray(size), n_nodes_a.shape)
+        stride_a = np.broadcast_to(np.asarray(stride), n_nodes_a.shape)
+        m_a = np.where(stride_a < gpn, np.maximum(1, -(-size_a * stride_a // gpn)), size_a)
+        s_a = np.where(stride_a < gpn, 1, np.maximum(stride_a // gpn, 1))
+        keys, inv = np.unique(np.stack([n_nodes_a, m_a, s_a]), axis=1, return_inverse=True)
+        vals = np.array([kind_fraction(cluster, int(a), int(b), int(c), pattern, placement) for a, b, c in keys.T])
+        out[name] = vals[inv.reshape(-1)]
+    return out
+
+
+def with_topology(cluster: ClusterSpec, lay: Layouts, grp: Groups, gpus_per_node: int,
+                  placement="contiguous") -> Groups:
+    """``grp`` with every group's ``net_fraction`` set from :func:`net_fractions` (expert-TP as TP)."""
+    f = net_fractions(cluster, lay, gpus_per_node, placement)
+    return Groups(tp=replace(grp.tp, net_fraction=f["tp"]), cp=replace(grp.cp, net_fraction=f["cp"]),
+                  dp=replace(grp.dp, net_fraction=f["dp"]), ep=replace(grp.ep, net_fraction=f["ep"]),
+                  edp=replace(grp.edp, net_fraction=f["edp"]), pp=replace(grp.pp, net_fraction=f["pp"]),
+                  etp=replace(grp.etp, net_fraction=f["tp"]))
