@@ -26,7 +26,7 @@ ModelOpt = typer.Option("llama3-8b", "--model", "-m", help="Model catalog id or 
 GpusOpt = typer.Option(None, "--gpus", "-g", help="GPUs to use (default: the whole cluster).")
 BatchOpt = typer.Option(..., "--global-batch", "-b", help="Sequences per optimizer step.")
 SeqOpt = typer.Option(None, "--seq-len", "-s", help="Sequence length (default: the model's).")
-PrecOpt = typer.Option("bf16", "--precision", "-p", help="GEMM precision: bf16, fp16, fp8.")
+PrecOpt = typer.Option("bf16", "--precision", "-p", help="GEMM precision: bf16, fp16, fp8, tf32, fp32 (FP32 values throughout).")
 CalOpt = typer.Option(None, "--calibration", help="Calibration file (train: overrides of TrainParams).")
 TokensOpt = typer.Option(None, "--tokens", help="Token budget: adds days, GPU-hours, energy and cost.")
 PriceOpt = typer.Option(0.0, "--usd-per-gpu-hour", help="GPU rental price for the cost estimate.")
