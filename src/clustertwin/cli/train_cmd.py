@@ -71,8 +71,12 @@ def _short_layout(layout: dict[str, Any]) -> str:
 
 
 def _ttt_rows(ttt) -> list[list[Any]]:
+    """Time-to-train rows; the cost rows say what they price (energy only unless a GPU-hour price is given)."""
+    from clustertwin.facility.cost import time_to_train_cost_rows
+
     return [["tokens", ttt.tokens], ["days", ttt.days], ["GPU-hours", ttt.gpu_hours],
-            [f"energy (MWh, PUE {ttt.pue:.2f})", ttt.energy_mwh], ["cost (USD)", ttt.cost_usd]]
+            [f"energy (MWh, PUE {ttt.pue:.2f})", ttt.energy_mwh],
+            *time_to_train_cost_rows(ttt.energy_cost_usd, ttt.cost_usd, ttt.gpu_hours)]
 
 
 def _print_estimate(e, title: str) -> None:
