@@ -238,7 +238,7 @@ def search_command(
         console.print(table("rejected", ["reason", "layouts"],
                             [[k, int(v)] for k, v in sorted(res.rejected.items(), key=lambda kv: -kv[1])]))
     if res.best is None:
-        raise SpecError("no valid layout fits; see the rejected classes above")
+        raise SpecError(f"no layout fits: {res.no_fit_reason}; see the rejected classes above")
     if ttt:
         console.print(table("time to train (best layout)", ["quantity", "value"], _ttt_rows(ttt)))
 

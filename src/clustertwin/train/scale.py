@@ -150,8 +150,7 @@ def scale(model: ModelSpec, cluster: ClusterSpec, *, global_batch: int, max_gpus
                      fixed=fixed, top=1, params=params, calibration=calibration)
         e = res.best
         if e is None:
-            reason = max(res.rejected, key=lambda k: res.rejected[k]) if res.rejected else "no valid layout"
-            points.append(ScalePoint(n, None, None, note=f"no fitting layout ({reason})"))
+            points.append(ScalePoint(n, None, None, note=f"no fitting layout ({res.no_fit_reason})"))
             continue
         if base is None:
             base = e.tokens_per_s_per_gpu
