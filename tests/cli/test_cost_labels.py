@@ -7,8 +7,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from clustertwin.facility.cost import time_to_train_cost_rows
 from tests.conftest import run_cli
+
+from clustertwin.facility.cost import time_to_train_cost_rows
 
 UNPRICED = """name: unpriced
 node: {preset: dgx-h100, price_usd: null, gpu: {preset: h100-sxm, price_usd: null}}
