@@ -32,10 +32,20 @@ def load_model(ref: str | Path) -> specs.ModelSpec:
     return specs.load(specs.ModelSpec, str(ref), kind="model")
 
 
-def load_calibration(ref: str | Path | None) -> specs.Calibration | None:
+def load_calibration(ref: str | Path | None, cluster: specs.ClusterSpec | None = None,
+                     force: bool = False) -> specs.Calibration | None:
+    """The Calibration in ``ref`` (None: none given); with ``cluster``, refused (exit 2, one line) when it
+    was measured on another GPU than the cluster's, unless ``force``."""
     if ref is None:
         return None
-    return specs.load(specs.Calibration, str(ref))
+    cal = specs.load(specs.Calibration, str(ref))
+    if cluster is not None:
+        gpu = cluster.node.gpu
+        cal.check_gpu(gpu.id or gpu.name, force=force, file=str(ref))
+    return cal
+
+
+ForceCalOpt = typer.Option(False, "--force", help="Apply a calibration measured on another GPU than the cluster's.")
 
 
 def _jsonable(obj: Any) -> Any:

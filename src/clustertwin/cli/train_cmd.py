@@ -9,6 +9,7 @@ import typer
 
 from clustertwin.cli.common import (
     ClusterOpt,
+    ForceCalOpt,
     JsonOpt,
     console,
     load_calibration,
@@ -131,6 +132,7 @@ def estimate_command(
     tokens: float = TokensOpt,
     usd_per_gpu_hour: float = PriceOpt,
     calibration: str = CalOpt,
+    force: bool = ForceCalOpt,
     stack: str = StackOpt,
     with_failures: bool = typer.Option(False, "--with-failures",
                                        help="Add failures, checkpoints and restarts to time-to-train (needs --tokens)."),
@@ -149,7 +151,7 @@ def estimate_command(
     c = load_cluster(cluster)
     m = _seq_model(model, seq_len)
     _fixed(recompute=recompute, zero=zero)
-    cal = load_calibration(calibration)
+    cal = load_calibration(calibration, c, force)
     par = resolve_parallelism({
         "tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "vpp": vpp, "micro_batch": micro_batch,
         "global_batch": global_batch, "recompute": recompute, "zero": zero, "sequence_parallel": sp,
@@ -211,6 +213,7 @@ def search_command(
     tokens: float = TokensOpt,
     usd_per_gpu_hour: float = PriceOpt,
     calibration: str = CalOpt,
+    force: bool = ForceCalOpt,
     stack: str = StackOpt,
     json_out: bool = JsonOpt,
 ) -> None:
@@ -222,7 +225,7 @@ def search_command(
     fixed = _fixed(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, micro_batch=micro_batch, recompute=recompute,
                    zero=zero)
     res = search(m, c, global_batch=global_batch, gpus=gpus, precision=precision, fixed=fixed, top=top,
-                 calibration=load_calibration(calibration), software_stack=stack)
+                 calibration=load_calibration(calibration, c, force), software_stack=stack)
     ttt = time_to_train(res.best, tokens, c, usd_per_gpu_hour) if (tokens and res.best) else None
     if json_out:
         d = res.to_dict()
@@ -253,6 +256,7 @@ def scale_command(
     seq_len: int = SeqOpt,
     precision: str = PrecOpt,
     calibration: str = CalOpt,
+    force: bool = ForceCalOpt,
     json_out: bool = JsonOpt,
 ) -> None:
     """Throughput and scaling efficiency from one node to N GPUs, with the loss attributed to
@@ -262,7 +266,7 @@ def scale_command(
     c = load_cluster(cluster)
     m = _seq_model(model, seq_len)
     res = scale(m, c, global_batch=global_batch, max_gpus=max_gpus, start_gpus=start_gpus, precision=precision,
-                calibration=load_calibration(calibration))
+                calibration=load_calibration(calibration, c, force))
     if json_out:
         print_json(res)
         return
