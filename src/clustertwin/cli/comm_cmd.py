@@ -13,6 +13,7 @@ from clustertwin.cli.common import (
     console,
     ForceCalOpt,
     load_calibration,
+    require_gpus,
     load_cluster,
     print_json,
     table,
@@ -88,6 +89,7 @@ def comm_command(
     json_out: bool = JsonOpt,
 ) -> None:
     """Predict time, algbw and busbw of a collective over message sizes, as nccl-tests prints them."""
+    require_gpus(gpus)
     spec = load_cluster(cluster)
     where = read_placement(placement, spec, ranks_per_node) if placement is not None else None
     if gpus is not None:

@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from clustertwin import specs
+from clustertwin.errors import SpecError
 
 console = Console()
 err_console = Console(stderr=True)
@@ -43,6 +44,14 @@ def load_calibration(ref: str | Path | None, cluster: specs.ClusterSpec | None =
         gpu = cluster.node.gpu
         cal.check_gpu(gpu.id or gpu.name, force=force, file=str(ref))
     return cal
+
+
+def require_gpus(value: int | None, flag: str = "--gpus") -> int | None:
+    """``value`` unchanged (None = not given: the whole cluster); SpecError for a count below 1, which
+    would otherwise fall through to the whole-cluster default."""
+    if value is not None and value < 1:
+        raise SpecError(f"{flag} must be >= 1 (got {value}); omit {flag} for the whole cluster")
+    return value
 
 
 ForceCalOpt = typer.Option(False, "--force", help="Apply a calibration measured on another GPU than the cluster's.")

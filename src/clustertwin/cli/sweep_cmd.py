@@ -36,7 +36,7 @@ def sweep_command(
 ) -> None:
     """Evaluate a design space (training, reliability, facility per point) and print its Pareto fronts."""
     try:  # pyarrow is an optional extra: import it only when a sweep runs
-        from clustertwin.sweep import FRONTS, front, load_space, run, write_parquet
+        from clustertwin.sweep import FRONTS, fronts_by, load_space, run, write_parquet
     except ImportError as e:
         raise SpecError(f"the sweep needs pyarrow ({e.name} is missing): pip install 'clustertwin[sweep]'") from None
     space = load_space(space_file)
@@ -53,11 +53,13 @@ def sweep_command(
                      progress=lambda done, total: bar.update(task, completed=done))
     write_parquet(result.table, target)
     statuses = Counter(result.table["status"].to_pylist())
-    fronts = {name: front(result.table, x, y) for name, (x, y) in FRONTS.items()}
+    by_model = {name: fronts_by(result.table, x, y) for name, (x, y) in FRONTS.items()}  # one front per model
     summary = {"space": space.name, "out": str(target), "points": result.points, "executor": result.executor,
                "workers": result.workers, "batches": result.batches, "seconds": result.seconds,
                "points_per_s": result.points_per_s, "status": dict(sorted(statuses.items())),
-               "pareto": {name: _front_rows(f, top) for name, f in fronts.items()}}
+               "pareto": {name: [r for f in fs.values() for r in _front_rows(f, top)] for name, fs in by_model.items()},
+               "pareto_by_model": {name: {m: _front_rows(f, top) for m, f in fs.items()}
+                                   for name, fs in by_model.items()}}
     if json_out:
         print_json(summary)
         return
@@ -66,13 +68,14 @@ def sweep_command(
                   f"wrote {target}", highlight=False)
     console.print("status: " + ", ".join(f"{k} {v:,}" for k, v in sorted(statuses.items())), highlight=False)
     for name, (x, y) in FRONTS.items():
-        f = fronts[name]
-        rows = [[r["point_id"], f"{r['node']} x{r['nodes']} {r['fabric']} {r['topology']} {r['precision']}",
-                 r["layout"], r["checkpoint"], r["wall_days"],
-                 cost_cell(r[y], r["price_complete"]) if y == "cost_usd" else r[y]] for r in _front_rows(f, top)]
-        shown = f", first {fmt(top)}" if f.num_rows > top else ""
-        console.print(table(f"Pareto front: {x} vs {y} ({f.num_rows} points{shown})",
-                            ["point", "design", "layout", "checkpoint", x, y], rows))
+        for model, f in by_model[name].items():
+            rows = [[r["point_id"], f"{r['model']} on {r['node']} x{r['nodes']} {r['fabric']} {r['topology']} "
+                                    f"{r['precision']}",
+                     r["layout"], r["checkpoint"], r["wall_days"],
+                     cost_cell(r[y], r["price_complete"]) if y == "cost_usd" else r[y]] for r in _front_rows(f, top)]
+            shown = f", first {fmt(top)}" if f.num_rows > top else ""
+            console.print(table(f"Pareto front: {x} vs {y}, {model} ({f.num_rows} points{shown})",
+                                ["point", "design", "layout", "checkpoint", x, y], rows))
     console.print(sweep_price_note(result.table), highlight=False)
 
 

@@ -16,6 +16,7 @@ from clustertwin.cli.common import (
     load_cluster,
     load_model,
     print_json,
+    require_gpus,
     table,
 )
 from clustertwin.errors import SpecError
@@ -148,6 +149,7 @@ def estimate_command(
     from clustertwin.train.resolve import resolve_parallelism
     from clustertwin.train.stack import resolve_stack
 
+    require_gpus(gpus)
     c = load_cluster(cluster)
     m = _seq_model(model, seq_len)
     _fixed(recompute=recompute, zero=zero)
@@ -220,6 +222,7 @@ def search_command(
     """Rank every valid layout for the GPU count and global batch by throughput among those that fit."""
     from clustertwin.train import search, time_to_train
 
+    require_gpus(gpus)
     c = load_cluster(cluster)
     m = _seq_model(model, seq_len)
     fixed = _fixed(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, micro_batch=micro_batch, recompute=recompute,
@@ -255,36 +258,52 @@ def scale_command(
     global_batch: int = BatchOpt,
     seq_len: int = SeqOpt,
     precision: str = PrecOpt,
+    tokens: float = TokensOpt,
+    usd_per_gpu_hour: float = PriceOpt,
     calibration: str = CalOpt,
     force: bool = ForceCalOpt,
     json_out: bool = JsonOpt,
 ) -> None:
     """Throughput and scaling efficiency from one node to N GPUs, with the loss attributed to
-    communication, pipeline bubble and stragglers."""
-    from clustertwin.train import scale
+    communication, pipeline bubble and stragglers; with ``--tokens`` the time to train at each point."""
+    from clustertwin.train import scale, time_to_train
 
+    require_gpus(max_gpus)
+    require_gpus(start_gpus, "--start-gpus")
     c = load_cluster(cluster)
     m = _seq_model(model, seq_len)
     res = scale(m, c, global_batch=global_batch, max_gpus=max_gpus, start_gpus=start_gpus, precision=precision,
                 calibration=load_calibration(calibration, c, force))
+    ttts = [time_to_train(p.estimate, tokens, c, usd_per_gpu_hour) if (tokens and p.estimate) else None
+            for p in res.points]
     if json_out:
-        print_json(res)
+        d = res.to_dict()
+        if tokens:
+            for pd, t in zip(d["points"], ttts, strict=True):
+                pd["time_to_train"] = t.to_dict() if t else None
+        print_json(d)
         return
     from clustertwin.train.breakdown import STEP_GROUPS
 
     rows = []
-    for p in res.points:
+    extra = ["days", "GPU-h"] if tokens else []
+    for p, t in zip(res.points, ttts, strict=True):
         e = p.estimate
         if e is None:
-            rows.append([p.gpus, *["-"] * (4 + len(STEP_GROUPS)), p.note])
+            rows.append([p.gpus, *["-"] * (4 + len(STEP_GROUPS) + len(extra)), p.note])
             continue
         f = p.fractions
         rows.append([p.gpus, e.tokens_per_s, e.tokens_per_s_per_gpu, e.mfu, p.efficiency,
-                     *[f"{f[g]:.0%}" for g in STEP_GROUPS], _short_layout(e.layout)])
+                     *[f"{f[g]:.0%}" for g in STEP_GROUPS], *([t.days, t.gpu_hours] if t else []),
+                     _short_layout(e.layout)])
     short = {"communication": "comm", "stragglers": "strag."}
-    console.print(table(f"scaling at global batch {res.global_batch} ({res.precision})",
+    budget = f"; time to train {tokens:,.3g} tokens" if tokens else ""
+    console.print(table(f"scaling at global batch {res.global_batch} ({res.precision}{budget})",
                         ["GPUs", "tokens/s", "per GPU", "MFU", "eff.", *(short.get(g, g) for g in STEP_GROUPS),
-                         "layout"], rows))
+                         *extra, "layout"], rows))
+    if tokens and any(ttts):
+        last = next(t for t in reversed(ttts) if t)
+        console.print(table(f"time to train at {last.gpus:,} GPUs", ["quantity", "value"], _ttt_rows(last)))
 
 
 def register(app: typer.Typer) -> None:

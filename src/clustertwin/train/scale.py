@@ -137,8 +137,10 @@ def scale(model: ModelSpec, cluster: ClusterSpec, *, global_batch: int, max_gpus
           fixed: dict[str, Any] | None = None, params: TrainParams | None = None,
           calibration: Calibration | None = None) -> ScaleResult:
     """Best layout and scaling efficiency at each doubling of the GPU count."""
-    top = max_gpus or cluster.total_gpus
-    first = start_gpus or cluster.node.gpus
+    top = cluster.total_gpus if max_gpus is None else max_gpus
+    first = cluster.node.gpus if start_gpus is None else start_gpus
+    if min(top, first) < 1:
+        raise SpecError(f"GPU counts must be >= 1 (got {min(top, first)})", path=("gpus",))
     if top > cluster.total_gpus:
         raise SpecError(f"max GPUs {top} exceeds the cluster's {cluster.total_gpus}", path=("gpus",))
     if first > top:

@@ -181,7 +181,9 @@ def search(model: ModelSpec, cluster: ClusterSpec, *, global_batch: int, gpus: i
     prm = resolve_params(params, calibration)
     stack = resolve_stack(software_stack, cluster, prm)
     s = seq_len or model.seq_len
-    n = gpus or cluster.total_gpus
+    n = cluster.total_gpus if gpus is None else gpus
+    if n < 1:
+        raise SpecError(f"gpus must be >= 1 (got {n})", path=("gpus",))
     if n > cluster.total_gpus:
         raise SpecError(f"gpus={n} exceeds the cluster's {cluster.total_gpus} GPUs", path=("gpus",))
     hw = hardware(cluster, precision, prm, stack)
