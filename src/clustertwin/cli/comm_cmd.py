@@ -9,13 +9,13 @@ import typer
 
 from clustertwin.cli.common import (
     ClusterOpt,
+    ForceCalOpt,
     JsonOpt,
     console,
-    ForceCalOpt,
     load_calibration,
-    require_gpus,
     load_cluster,
     print_json,
+    require_gpus,
     table,
 )
 from clustertwin.comm import OPS, collective, nodes_placement
