@@ -9,11 +9,13 @@ import typer
 
 from clustertwin.cli.common import (
     ClusterOpt,
+    ForceCalOpt,
     JsonOpt,
     console,
     load_calibration,
     load_cluster,
     print_json,
+    require_gpus,
     table,
 )
 from clustertwin.comm import OPS, collective, nodes_placement
@@ -75,6 +77,7 @@ def comm_command(
     algorithm: str | None = typer.Option(None, "--algorithm", "-a", help="Force an algorithm (NCCL_ALGO)."),
     protocol: str | None = typer.Option(None, "--protocol", "-p", help="Force LL, LL128 or Simple (NCCL_PROTO)."),
     calibration: Path | None = typer.Option(None, "--calibration", help="Calibration YAML/JSON file."),
+    force: bool = ForceCalOpt,
     placement: str | None = typer.Option(
         None, "--placement",
         help="Explicit GPU indices: FILE or LIST of ranges, e.g. 0-7,64-71 (nodes:0,8 for whole nodes)."),
@@ -86,6 +89,7 @@ def comm_command(
     json_out: bool = JsonOpt,
 ) -> None:
     """Predict time, algbw and busbw of a collective over message sizes, as nccl-tests prints them."""
+    require_gpus(gpus)
     spec = load_cluster(cluster)
     where = read_placement(placement, spec, ranks_per_node) if placement is not None else None
     if gpus is not None:
@@ -94,7 +98,7 @@ def comm_command(
         n = spec.total_gpus if where is None else int(where.size)
     sizes = sweep_sizes(parse_size(min_bytes), parse_size(max_bytes), step_factor)
     res = collective(spec, op, sizes, n, ranks_per_node=ranks_per_node, algorithm=algorithm, protocol=protocol,
-                     calibration=load_calibration(calibration), placement=where,
+                     calibration=load_calibration(calibration, spec, force), placement=where,
                      gpus_per_process=gpus_per_process, cuda_graph=cuda_graph)
     summary = res.placement.to_dict() if res.placement is not None else None
     time_us = np.asarray(res.time_s) * 1e6
@@ -149,7 +153,8 @@ def calibrate_command(
     parsed = read_logs([str(p) for p in logs])
     names = [n.strip() for n in fit_names.split(",") if n.strip()] if fit_names else None
     res = fit(spec, parsed, names)
-    write_calibration(res.calibration, str(output))
+    write_calibration(res.calibration.model_copy(update={"gpu": spec.node.gpu.id or spec.node.gpu.name}),
+                      str(output))
     summary = {"output": str(output), "logs": [{"file": lg.name, "op": lg.op, "ranks": lg.ranks, "hosts": lg.hosts,
                                                  "rows": len(lg.rows), "blocks": lg.blocks,
                                                  "rows_wrong": lg.wrong_rows, "malformed": len(lg.malformed),

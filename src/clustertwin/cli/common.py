@@ -33,16 +33,34 @@ def load_model(ref: str | Path) -> specs.ModelSpec:
     return specs.load(specs.ModelSpec, str(ref), kind="model")
 
 
-def load_calibration(ref: str | Path | None) -> specs.Calibration | None:
-    """A calibration file, every section range-checked by its layer's parameters (importing the three
-    parameter modules registers their checks, :data:`clustertwin.specs.calibration.SECTION_CHECKS`)."""
+def load_calibration(ref: str | Path | None, cluster: specs.ClusterSpec | None = None,
+                     force: bool = False) -> specs.Calibration | None:
+    """The Calibration in ``ref`` (None: none given), every section range-checked by its layer's parameters
+    (importing the three parameter modules registers their checks, ``specs.calibration.SECTION_CHECKS``);
+    with ``cluster``, refused (exit 2, one line) when it was measured on another GPU than the cluster's,
+    unless ``force``."""
     if ref is None:
         return None
     import clustertwin.comm.params
     import clustertwin.infer.params
     import clustertwin.train.params  # noqa: F401
 
-    return specs.load(specs.Calibration, str(ref))
+    cal = specs.load(specs.Calibration, str(ref))
+    if cluster is not None:
+        gpu = cluster.node.gpu
+        cal.check_gpu(gpu.id or gpu.name, force=force, file=str(ref))
+    return cal
+
+
+def require_gpus(value: int | None, flag: str = "--gpus") -> int | None:
+    """``value`` unchanged (None = not given: the whole cluster); SpecError for a count below 1, which
+    would otherwise fall through to the whole-cluster default."""
+    if value is not None and value < 1:
+        raise SpecError(f"{flag} must be >= 1 (got {value}); omit {flag} for the whole cluster")
+    return value
+
+
+ForceCalOpt = typer.Option(False, "--force", help="Apply a calibration measured on another GPU than the cluster's.")
 
 
 def check_output_path(path: Path, option: str = "--out") -> Path:
@@ -201,6 +219,8 @@ def check_number_option(name: str, value: Any) -> str | None:
             if name in OPTION_MAX and v > OPTION_MAX[name]:
                 return f"{name} must be at most {OPTION_MAX[name]:,.0f} (got {v:g})"
             if name in POSITIVE_OPTIONS and v <= 0:
+                if name == "--gpus":  # 0 once meant the whole cluster silently
+                    return f"--gpus must be >= 1 (got {v:g}); omit --gpus for the whole cluster"
                 return f"{name} must be > 0 (got {v:g})" if isinstance(v, float) else f"{name} must be >= 1 (got {v})"
             if v < 0:
                 return f"{name} must be >= 0 (got {v:g})"

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from clustertwin.cli.common import ClusterOpt, JsonOpt, load_cluster, load_model, print_json
+from clustertwin.cli.common import ClusterOpt, JsonOpt, load_cluster, load_model, print_json, require_gpus
 from clustertwin.deploy.job import DeploySpec, JobPlan, layout_from_search, plan_job, predict
 from clustertwin.deploy.k8s import KINDS, NO_PVC_WARNING, render_manifests
 from clustertwin.deploy.layout_flags import framework_layout
@@ -68,6 +68,7 @@ LAYOUT_FLAGS = ("tp", "pp", "cp", "ep", "vpp", "micro_batch", "recompute", "zero
 
 def _layout(cluster: ClusterSpec, model: ModelSpec, given: dict[str, Any], *, dp: int | None, gpus: int | None,
             global_batch: int, precision: str, from_search: bool, flags: str) -> tuple[ParallelismSpec, str]:
+    require_gpus(gpus)
     fixed = {k: v for k, v in given.items() if v is not None}
     if from_search:
         if dp is not None:

@@ -5,7 +5,16 @@ from __future__ import annotations
 
 import typer
 
-from clustertwin.cli.common import ClusterOpt, JsonOpt, console, load_cluster, load_model, print_json, table
+from clustertwin.cli.common import (
+    ClusterOpt,
+    JsonOpt,
+    console,
+    load_cluster,
+    load_model,
+    print_json,
+    require_gpus,
+    table,
+)
 from clustertwin.datapath import DATASETS
 from clustertwin.errors import SpecError
 from clustertwin.explain import explain
@@ -26,6 +35,7 @@ def explain_command(
     """Walk the path of one training job and name the bottleneck."""
     from clustertwin.specs import ParallelismSpec
 
+    require_gpus(gpus)
     c = load_cluster(cluster)
     if storage_read is not None:
         if not storage_read > 0:

@@ -6,13 +6,21 @@ from __future__ import annotations
 import typer
 
 from clustertwin.cli import infer_fleet_cmd as _fleet
-from clustertwin.cli.common import JsonOpt, console, load_calibration, load_model, print_json, table
+from clustertwin.cli.common import (
+    JsonOpt,
+    console,
+    load_calibration,
+    load_model,
+    print_json,
+    require_gpus,
+    table,
+)
 from clustertwin.errors import SpecError
 
 infer_app = typer.Typer(help="LLM inference: latency, throughput, KV cache, sizing under SLOs.",
                         no_args_is_help=True)
 
-ModelOpt = typer.Option("llama3-70b", "--model", "-m", help="Model catalog id or YAML/JSON file.")
+ModelOpt = typer.Option("llama3-8b", "--model", "-m", help="Model catalog id or YAML/JSON file.")
 CalOpt = typer.Option(None, "--calibration", help="Calibration file (infer: overrides of InferParams).")
 
 
@@ -50,6 +58,7 @@ def estimate_command(
     """Latency (TTFT, TPOT) and throughput of one deployment; no load option = offline maximum throughput."""
     from clustertwin.infer import estimate
 
+    require_gpus(gpus)
     m = load_model(model)
     nd = _node(node, gpu, gpus or tp * pp)
     est = estimate(m, nd, gpus=gpus, tp=tp, pp=pp, precision=precision, kv_precision=kv_precision,

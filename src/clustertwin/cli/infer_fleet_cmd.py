@@ -106,7 +106,7 @@ def _summary_rows(m: dict[str, Any], info: dict[str, Any]) -> list[list[Any]]:
 
 def simulate_command(
     trace: str = TraceOpt, fmt: str = FormatOpt, num_prompts: int = NumPromptsOpt, request_rate: float = RateOpt,
-    model: str = typer.Option("llama3-70b", "--model", "-m", help="Model catalog id or YAML/JSON file."),
+    model: str = typer.Option("llama3-8b", "--model", "-m", help="Model catalog id or YAML/JSON file."),
     node: str = typer.Option(None, "--node", "-n", help="Node catalog id or file (default dgx-h100)."),
     gpu: str = typer.Option(None, "--gpu", help="GPU catalog id (a node of that GPU), instead of --node."),
     tp: int = typer.Option(2, "--tp", help="Tensor-parallel degree of one replica."),

@@ -38,7 +38,7 @@ def sweep_command(
 ) -> None:
     """Evaluate a design space (training, reliability, facility per point) and print its Pareto fronts."""
     try:  # pyarrow is an optional extra: import it only when a sweep runs
-        from clustertwin.sweep import FRONTS, load_space, run
+        from clustertwin.sweep import FRONTS, fronts_by, load_space, run
         from clustertwin.sweep.space import DEFAULT_MAX_POINTS
         from clustertwin.sweep.stream import ParquetStream
     except ImportError as e:
@@ -58,11 +58,19 @@ def sweep_command(
         result = run(space, executor, processes=processes, address=address, batch_points=batch_points,
                      progress=lambda done, total: bar.update(task, completed=done), sink=sink)
     statuses = Counter(sink.status)
-    fronts = sink.fronts
+    # one front per model (the stream's running fronts mix models): read back only the columns a front needs
+    import pyarrow.parquet as pq
+
+    cols = sorted({*FRONT_COLUMNS, "model", "node", "nodes", "fabric", "topology", "precision", "layout",
+                   "checkpoint", "price_complete", "status", *(c for xy in FRONTS.values() for c in xy)})
+    points = pq.read_table(target, columns=cols)
+    by_model = {name: fronts_by(points, x, y) for name, (x, y) in FRONTS.items()}
     summary = {"space": space.name, "out": str(target), "points": result.points, "executor": result.executor,
                "workers": result.workers, "batches": result.batches, "seconds": result.seconds,
                "points_per_s": result.points_per_s, "status": dict(sorted(statuses.items())),
-               "pareto": {name: _front_rows(f, top) for name, f in fronts.items()}}
+               "pareto": {name: [r for f in fs.values() for r in _front_rows(f, top)] for name, fs in by_model.items()},
+               "pareto_by_model": {name: {m: _front_rows(f, top) for m, f in fs.items()}
+                                   for name, fs in by_model.items()}}
     if json_out:
         print_json(summary)
         return
@@ -71,17 +79,15 @@ def sweep_command(
                   f"wrote {target}", highlight=False)
     console.print("status: " + ", ".join(f"{k} {v:,}" for k, v in sorted(statuses.items())), highlight=False)
     for name, (x, y) in FRONTS.items():
-        f = fronts[name]
-        rows = [[r["point_id"], f"{r['node']} x{r['nodes']} {r['fabric']} {r['topology']} {r['precision']}",
-                 r["layout"], r["checkpoint"], r["wall_days"],
-                 cost_cell(r[y], r["price_complete"]) if y == "cost_usd" else r[y]] for r in _front_rows(f, top)]
-        shown = f", first {fmt(top)}" if f.num_rows > top else ""
-        console.print(table(f"Pareto front: {x} vs {y} ({f.num_rows} points{shown})",
-                            ["point", "design", "layout", "checkpoint", x, y], rows))
-    # results stream to Parquet (no table in memory): read back only the two columns the price note needs
-    import pyarrow.parquet as pq
-
-    console.print(sweep_price_note(pq.read_table(target, columns=["node", "price_complete"])), highlight=False)
+        for model, f in by_model[name].items():
+            rows = [[r["point_id"], f"{r['model']} on {r['node']} x{r['nodes']} {r['fabric']} {r['topology']} "
+                                    f"{r['precision']}",
+                     r["layout"], r["checkpoint"], r["wall_days"],
+                     cost_cell(r[y], r["price_complete"]) if y == "cost_usd" else r[y]] for r in _front_rows(f, top)]
+            shown = f", first {fmt(top)}" if f.num_rows > top else ""
+            console.print(table(f"Pareto front: {x} vs {y}, {model} ({f.num_rows} points{shown})",
+                                ["point", "design", "layout", "checkpoint", x, y], rows))
+    console.print(sweep_price_note(points), highlight=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -9,12 +9,14 @@ import typer
 
 from clustertwin.cli.common import (
     ClusterOpt,
+    ForceCalOpt,
     JsonOpt,
     console,
     load_calibration,
     load_cluster,
     load_model,
     print_json,
+    require_gpus,
     table,
 )
 from clustertwin.errors import SpecError
@@ -26,7 +28,7 @@ ModelOpt = typer.Option("llama3-8b", "--model", "-m", help="Model catalog id or 
 GpusOpt = typer.Option(None, "--gpus", "-g", help="GPUs to use (default: the whole cluster).")
 BatchOpt = typer.Option(..., "--global-batch", "-b", help="Sequences per optimizer step.")
 SeqOpt = typer.Option(None, "--seq-len", "-s", help="Sequence length (default: the model's).")
-PrecOpt = typer.Option("bf16", "--precision", "-p", help="GEMM precision: bf16, fp16, fp8.")
+PrecOpt = typer.Option("bf16", "--precision", "-p", help="GEMM precision: bf16, fp16, fp8, tf32, fp32 (FP32 values throughout).")
 CalOpt = typer.Option(None, "--calibration", help="Calibration file (train: overrides of TrainParams).")
 TokensOpt = typer.Option(None, "--tokens", help="Token budget: adds days, GPU-hours, energy and cost.")
 PriceOpt = typer.Option(0.0, "--usd-per-gpu-hour", help="GPU rental price for the cost estimate.")
@@ -89,8 +91,12 @@ def _short_layout(layout: dict[str, Any]) -> str:
 
 
 def _ttt_rows(ttt) -> list[list[Any]]:
+    """Time-to-train rows; the cost rows say what they price (energy only unless a GPU-hour price is given)."""
+    from clustertwin.facility.cost import time_to_train_cost_rows
+
     return [["tokens", ttt.tokens], ["days", ttt.days], ["GPU-hours", ttt.gpu_hours],
-            [f"energy (MWh, PUE {ttt.pue:.2f})", ttt.energy_mwh], ["cost (USD)", ttt.cost_usd]]
+            [f"energy (MWh, PUE {ttt.pue:.2f})", ttt.energy_mwh],
+            *time_to_train_cost_rows(ttt.energy_cost_usd, ttt.cost_usd, ttt.gpu_hours)]
 
 
 def _print_estimate(e, title: str) -> None:
@@ -160,6 +166,7 @@ def estimate_command(
     tokens: float = TokensOpt,
     usd_per_gpu_hour: float = PriceOpt,
     calibration: str = CalOpt,
+    force: bool = ForceCalOpt,
     stack: str = StackOpt,
     placement: str = PlacementOpt,
     dataset: str = DatasetOpt,
@@ -177,10 +184,11 @@ def estimate_command(
     from clustertwin.train.resolve import resolve_parallelism
     from clustertwin.train.stack import resolve_stack
 
+    require_gpus(gpus)
     c = load_cluster(cluster)
     m = _seq_model(model, seq_len)
     _fixed(recompute=recompute, zero=zero)
-    cal = load_calibration(calibration)
+    cal = load_calibration(calibration, c, force)
     par = resolve_parallelism({
         "tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "vpp": vpp, "micro_batch": micro_batch,
         "global_batch": global_batch, "recompute": recompute, "zero": zero, "sequence_parallel": sp,
@@ -245,6 +253,7 @@ def search_command(
     tokens: float = TokensOpt,
     usd_per_gpu_hour: float = PriceOpt,
     calibration: str = CalOpt,
+    force: bool = ForceCalOpt,
     stack: str = StackOpt,
     placement: str = PlacementOpt,
     dataset: str = DatasetOpt,
@@ -253,12 +262,13 @@ def search_command(
     """Rank every valid layout for the GPU count and global batch by throughput among those that fit."""
     from clustertwin.train import search, time_to_train
 
+    require_gpus(gpus)
     c = load_cluster(cluster)
     m = _seq_model(model, seq_len)
     fixed = _fixed(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, micro_batch=micro_batch, recompute=recompute,
                    zero=zero)
     res = search(m, c, global_batch=global_batch, gpus=gpus, precision=precision, fixed=fixed, top=top,
-                 calibration=load_calibration(calibration), software_stack=stack,
+                 calibration=load_calibration(calibration, c, force), software_stack=stack,
                  **_path_inputs(placement, dataset))
     ttt = time_to_train(res.best, tokens, c, usd_per_gpu_hour) if (tokens and res.best) else None
     if json_out:
@@ -277,7 +287,7 @@ def search_command(
         console.print(table("rejected", ["reason", "layouts"],
                             [[k, int(v)] for k, v in sorted(res.rejected.items(), key=lambda kv: -kv[1])]))
     if res.best is None:
-        raise SpecError("no valid layout fits; see the rejected classes above")
+        raise SpecError(f"no layout fits: {res.no_fit_reason}; see the rejected classes above")
     if ttt:
         console.print(table("time to train (best layout)", ["quantity", "value"], _ttt_rows(ttt)))
 
@@ -291,37 +301,54 @@ def scale_command(
     global_batch: int = BatchOpt,
     seq_len: int = SeqOpt,
     precision: str = PrecOpt,
+    tokens: float = TokensOpt,
+    usd_per_gpu_hour: float = PriceOpt,
     calibration: str = CalOpt,
     placement: str = PlacementOpt,
     dataset: str = DatasetOpt,
+    force: bool = ForceCalOpt,
     json_out: bool = JsonOpt,
 ) -> None:
     """Throughput and scaling efficiency from one node to N GPUs, with the loss attributed to
-    communication, pipeline bubble and stragglers."""
-    from clustertwin.train import scale
+    communication, pipeline bubble and stragglers; with ``--tokens`` the time to train at each point."""
+    from clustertwin.train import scale, time_to_train
 
+    require_gpus(max_gpus)
+    require_gpus(start_gpus, "--start-gpus")
     c = load_cluster(cluster)
     m = _seq_model(model, seq_len)
     res = scale(m, c, global_batch=global_batch, max_gpus=max_gpus, start_gpus=start_gpus, precision=precision,
-                calibration=load_calibration(calibration), **_path_inputs(placement, dataset))
+                calibration=load_calibration(calibration, c, force), **_path_inputs(placement, dataset))
+    ttts = [time_to_train(p.estimate, tokens, c, usd_per_gpu_hour) if (tokens and p.estimate) else None
+            for p in res.points]
     if json_out:
-        print_json(res)
+        d = res.to_dict()
+        if tokens:
+            for pd, t in zip(d["points"], ttts, strict=True):
+                pd["time_to_train"] = t.to_dict() if t else None
+        print_json(d)
         return
     from clustertwin.train.breakdown import STEP_GROUPS
 
     rows = []
-    for p in res.points:
+    extra = ["days", "GPU-h"] if tokens else []
+    for p, t in zip(res.points, ttts, strict=True):
         e = p.estimate
         if e is None:
-            rows.append([p.gpus, *["-"] * (4 + len(STEP_GROUPS)), p.note])
+            rows.append([p.gpus, *["-"] * (4 + len(STEP_GROUPS) + len(extra)), p.note])
             continue
         f = p.fractions
         rows.append([p.gpus, e.tokens_per_s, e.tokens_per_s_per_gpu, e.mfu, p.efficiency,
-                     *[f"{f[g]:.0%}" for g in STEP_GROUPS], _short_layout(e.layout)])
+                     *[f"{f[g]:.0%}" for g in STEP_GROUPS], *([t.days, t.gpu_hours] if t else []),
+                     _short_layout(e.layout)])
     short = {"communication": "comm", "stragglers": "strag."}
-    console.print(table(f"scaling at global batch {res.global_batch} ({res.precision})",
+    budget = f"; time to train {tokens:,.3g} tokens" if tokens else ""
+    console.print(table(f"scaling at global batch {res.global_batch} ({res.precision}{budget})",
                         ["GPUs", "tokens/s", "per GPU", "MFU", "eff.", *(short.get(g, g) for g in STEP_GROUPS),
-                         "layout"], rows))
+                         *extra, "layout"], rows))
+    if tokens and any(ttts):
+        last = next(t for t in reversed(ttts) if t)
+        console.print(table(f"time to train at {last.gpus:,} GPUs", ["quantity", "value"], _ttt_rows(last)))
 
 
 def register(app: typer.Typer) -> None:

@@ -267,6 +267,16 @@ def time_to_train_cost_label(usd_per_gpu_hour: float) -> str:
     return f"energy + GPU-hour cost (USD, GPU-hours at ${usd_per_gpu_hour:,.2f}; energy is an estimate)"
 
 
+def time_to_train_cost_rows(energy_usd: float, total_usd: float, gpu_hours: float) -> list[list[Any]]:
+    """The cost rows of a time-to-train table: the energy cost (facility kWh price x energy, an estimate)
+    and, where a GPU-hour price was given, energy + GPU-hours x that price under
+    :func:`time_to_train_cost_label`; with no GPU-hour price the one energy row says so."""
+    rate = (total_usd - energy_usd) / gpu_hours if gpu_hours > 0 else 0.0
+    if rate <= 0:
+        return [[time_to_train_cost_label(0.0), energy_usd]]
+    return [["energy cost (USD, estimate)", energy_usd], [time_to_train_cost_label(rate), total_usd]]
+
+
 def cost_cell(usd: float | None, complete: bool) -> str:
     """A cost for a table: ``$1,234`` or ``$1,234 (lower bound)`` when some component has no price."""
     if usd is None:

@@ -86,7 +86,8 @@ def calibration_from_bench(report: BenchReport) -> Calibration:
             raise SpecError(f"calibration writes unknown comm parameter '{name}'")
     source = (f"clustertwin node bench on {platform.node()}, {report.device}, "
               f"{_dt.datetime.now(_dt.UTC).strftime('%Y-%m-%d %H:%M UTC')}; " + "; ".join(notes))
-    return Calibration(comm=comm, train=train, source=source)
+    gpu = report.gpu_catalog_id or ("cpu" if report.device.startswith("cpu") else report.device)
+    return Calibration(comm=comm, train=train, source=source, gpu=gpu)
 
 
 def write_calibration(cal: Calibration, path: str) -> None:

@@ -198,6 +198,7 @@ def reliability_section(est: TrainEstimate, cluster: ClusterSpec, tokens: float,
     pct = np.percentile(wall_days, [10, 50, 90])
     rows = (("token budget", f"{tokens:,.0f}"), ("failure-free time, days", fmt(ttt.days)),
             ("GPU-hours (failure-free)", fmt(ttt.gpu_hours)), ("energy (failure-free), MWh", fmt(ttt.energy_mwh)),
+            ("energy cost (failure-free), USD, estimate", fmt(ttt.energy_cost_usd)),
             ("MTBF of the job, h", fmt(res.rates.mtbf_h)), ("checkpoint interval, s", fmt(res.interval_s)),
             ("expected wall time, days", fmt(res.analytic.wall_s / DAY_S)), ("expected ETTR", fmt(res.analytic.ettr)),
             ("wall time p10 / p50 / p90, days", " / ".join(fmt(float(v)) for v in pct)),

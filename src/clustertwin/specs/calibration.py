@@ -4,12 +4,18 @@ Each layer owns a typed parameter set with documented defaults (``comm.params.Co
 ``train.params.TrainParams``, ``infer.params.InferParams``); a Calibration carries overrides by
 parameter name, validated by that layer (unknown names are errors with the nearest valid name).
 ``clustertwin node bench`` writes one from measurements; ``--calibration FILE`` reads it.
+
+Efficiencies are fractions of one device's peaks, so a calibration records the device it was measured
+on (``gpu``: a catalog GPU id, ``cpu`` for a CPU-only host) and is refused for a cluster of another GPU
+unless forced (:meth:`Calibration.check_gpu`): a CPU host's GEMM efficiency applied to H100 estimates
+would turn an MFU of 0.41 into 0.09.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from clustertwin.errors import SpecError
 from clustertwin.specs.base import Spec
 
 
@@ -24,6 +30,18 @@ class Calibration(Spec):
     """Inference-model overrides, by InferParams field name."""
     source: str | None = None
     """Where the figures were measured (host, date, tool versions)."""
+
+    gpu: str | None = None
+    """Catalog id of the GPU the figures were measured on (``cpu``: a CPU-only host; another string: a GPU
+    the catalog does not list); None: not recorded (hand-written overrides apply to any cluster)."""
+
+    def check_gpu(self, cluster_gpu: str | None, *, force: bool = False, file: str | None = None) -> None:
+        """SpecError (one line) when this calibration was measured on another device than ``cluster_gpu``
+        (the cluster's catalog GPU id), unless ``force`` or no device is recorded."""
+        if force or self.gpu is None or cluster_gpu is None or self.gpu == cluster_gpu:
+            return
+        raise SpecError(f"calibration was measured on '{self.gpu}' but the cluster's GPU is '{cluster_gpu}'; "
+                        "measure on that GPU, or pass --force to apply it anyway", file=file, path=("gpu",))
 
     def check_sections(self) -> Calibration:
         """Each section's names and ranges checked by its layer's typed parameters; called when a file is

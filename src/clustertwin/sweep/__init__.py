@@ -5,7 +5,7 @@ executors; Parquet results (schema in :mod:`clustertwin.sweep.schema`) and Paret
 
 from clustertwin.sweep.evaluate import evaluate_points
 from clustertwin.sweep.executors import EXECUTORS, SweepRun, run, run_local, run_ray
-from clustertwin.sweep.pareto import FRONTS, front, pareto_mask
+from clustertwin.sweep.pareto import FRONTS, front, fronts_by, pareto_mask
 from clustertwin.sweep.schema import COLUMNS, STATUSES, schema, to_table, write_parquet
 from clustertwin.sweep.space import AXES, CheckpointChoice, LayoutChoice, SweepSpace, load_space, point_ids
 
@@ -21,6 +21,7 @@ __all__ = [
     "SweepSpace",
     "evaluate_points",
     "front",
+    "fronts_by",
     "load_space",
     "pareto_mask",
     "point_ids",

@@ -130,8 +130,7 @@ def _auto_layout(model: ModelSpec, cluster: ClusterSpec, global_batch: int, prec
     res = search(model, cluster, global_batch=global_batch, precision=precision, top=1)
     best = res.best
     if best is None:
-        reason = max(res.rejected, key=lambda k: res.rejected[k]) if res.rejected else "no valid layout"
-        return f"layout search: no fitting layout ({reason})"
+        return f"layout search: no fitting layout ({res.no_fit_reason})"
     lay = best.layout
     return LayoutChoice(tp=lay["tp"], pp=lay["pp"], cp=lay["cp"], ep=lay["ep"], vpp=lay["vpp"],
                         micro_batch=lay["micro_batch"], recompute=lay["recompute"], zero=lay["zero"],

@@ -33,8 +33,9 @@ from clustertwin.sweep.space import SweepSpace, design_batches, point_ids
 EXECUTORS: tuple[str, ...] = ("local", "ray")
 MAX_BATCH_POINTS = 4096
 """Largest default batch: big enough to amortise a task, small enough to balance workers."""
-BATCHES_PER_WORKER = 4
-"""Default batching aims at this many batches per worker (load balance against per-task overhead)."""
+BATCHES_PER_WORKER = 16
+"""Default batching aims at this many batches per worker (load balance and a progress bar that moves in
+small steps, against per-task overhead; batches are still cut between designs)."""
 
 Progress = Callable[[int, int], None]
 """Called with (points done, points total) after each batch."""

@@ -42,3 +42,14 @@ def front(table: pa.Table, x: str, y: str) -> pa.Table:
     idx = np.flatnonzero(pareto_mask(xs, ys))
     idx = idx[np.argsort(xs[idx], kind="stable")]
     return table.take(pa.array(idx, type=pa.int64()))
+
+
+def fronts_by(table: pa.Table, x: str, y: str, key: str = "model") -> dict[str, pa.Table]:
+    """One (x, y) Pareto front per value of ``key`` (default: per model, in first-seen order): points of
+    different models train different things and must not dominate each other."""
+    keys = table[key].to_pylist()
+    out: dict[str, pa.Table] = {}
+    for k in dict.fromkeys(keys):
+        idx = [i for i, v in enumerate(keys) if v == k]
+        out[str(k)] = front(table.take(pa.array(idx, type=pa.int64())), x, y)
+    return out

@@ -34,6 +34,7 @@ class Gemm:
         self.kh = params.gemm_k_half
         self.lat = params.kernel_latency_s
         self.el = GEMM_OPERAND_BYTES.get(precision, BF16_BYTES)
+        self.out_el = hw.value_bytes  # output tensor: 16-bit, or FP32 in FP32/TF32 training
         self.tile = params.gemm_tile_bytes_per_flop / BF16_BYTES
         self.th = params.gemm_tiles_half
 
@@ -47,7 +48,7 @@ class Gemm:
         tiles = count * m * n / GEMM_TILE_ELEMENTS
         eff = k / (k + self.kh) * tiles / (tiles + self.th)
         tc = flops / (rate * eff) + flops * el * self.tile / self.bw
-        tm = count * (el * (m * k + k * n) + BF16_BYTES * m * n) / self.bw
+        tm = count * (el * (m * k + k * n) + self.out_el * m * n) / self.bw
         return fmax(tc, tm) + self.lat
 
     def fwd_bwd(self, m, n, k, count=1.0):

@@ -28,17 +28,39 @@ class Hardware:
     gpus_per_node: int
     tp_overlap: bool = False
     """TP communication overlapped with GEMMs (the stack's ``tp_comm_overlap``)"""
+    value_bytes: int = 2
+    """Bytes per stored activation/gradient value: 4 for FP32/TF32 training (TF32 is a GEMM mode on FP32
+    tensors), 2 for 16-bit and FP8 (mixed precision keeps 16-bit activations)."""
+
+
+#: precisions trained without 16-bit tensors: every value stored in FP32
+FULL_PRECISION = ("fp32", "tf32")
+
+
+def value_bytes(precision: str) -> int:
+    """Bytes per activation/gradient value at a training precision (4 for FP32/TF32, else 2)."""
+    return 4 if precision.lower() in FULL_PRECISION else 2
 
 
 def hardware(cluster: ClusterSpec, precision: str, params: TrainParams, stack: Stack | None = None) -> Hardware:
     """Peak rates of the cluster's GPU for ``precision`` and the kernels of ``stack`` (default: by GPU
-    generation); SpecError if the GPU lacks that precision."""
+    generation); SpecError if the GPU lacks that precision.
+
+    The GEMM peak is ``GPUSpec.gemm_peak_tflops(precision)`` (FP32: the larger of the vector and the
+    matrix/packed FP32 rate; TF32: the dense TF32 tensor rate). FP32/TF32 training runs attention at that
+    same peak and without fused flash attention (FlashAttention kernels take FP16/BF16 inputs only, Dao et
+    al. 2022), and stores 4-byte values (:func:`value_bytes`)."""
     gpu = cluster.node.gpu
-    peak = gpu.peak_tflops(precision)
+    name = gpu.id or gpu.name
+    peak = gpu.gemm_peak_tflops(precision)
     if not peak:
-        raise SpecError(f"GPU '{gpu.id or gpu.name}' has no {precision} tensor peak", path=("precision",))
-    p16 = gpu.peak_tflops("bf16") or gpu.peak_tflops("fp16") or peak
+        have = [p for p in ("fp8", "bf16", "fp16", "tf32", "fp32") if gpu.gemm_peak_tflops(p)]
+        raise SpecError(f"GPU '{name}' has no {precision} peak in the catalog; it trains in "
+                        f"{', '.join(have) or 'no catalogued precision'} (--precision)", path=("precision",))
+    full = precision.lower() in FULL_PRECISION
+    p16 = peak if full else (gpu.peak_tflops("bf16") or gpu.peak_tflops("fp16") or peak)
     st = stack or resolve_stack("auto", cluster, params)
     return Hardware(peak_flops=peak * TFLOP, peak16_flops=p16 * TFLOP, hbm_bytes_per_s=gpu.hbm_gb_per_s * GB,
-                    hbm_bytes=gpu.hbm_gb * GIB, flash=st.flash_attention, gpus_per_node=cluster.node.gpus,
-                    tp_overlap=st.tp_comm_overlap)
+                    hbm_bytes=gpu.hbm_gb * GIB, flash=st.flash_attention and not full,
+                    gpus_per_node=cluster.node.gpus, tp_overlap=st.tp_comm_overlap,
+                    value_bytes=value_bytes(precision))

@@ -5,7 +5,9 @@ main gradients (4 B), Adam fp32 master weights + first + second moment (12 B) = 
 the data-parallel group of size N_d (dp x cp for dense weights, dp x cp / ep for experts) divides:
 stage 1 (= Megatron distributed optimizer) the 12 B of optimizer state (6 + 12/N_d), stage 2 also the
 gradients (2 + 16/N_d), stage 3 also the weights (18/N_d, plus two gathered layers in flight).
-FP8 training keeps an extra 1-byte weight copy per parameter.
+FP8 training keeps an extra 1-byte weight copy per parameter. FP32/TF32 training (no 16-bit copy) holds
+fp32 weights (4 B, the master copy itself), fp32 gradients (4 B) and Adam's two moments (8 B) = 16 B/param,
+and stores every activation value in 4 bytes (dropout masks stay 1 byte).
 
 **Activations** per layer and micro-batch follow Korthikanti et al. 2022 (Table 2; 16-bit tensors,
 1-byte dropout masks; s sequence, b micro-batch, h hidden, a heads, t TP):
@@ -38,6 +40,7 @@ import numpy as np
 from clustertwin.specs.model import ModelSpec
 from clustertwin.train.breakdown import MEMORY_TERMS, MemoryBreakdown
 from clustertwin.train.flops import attention_widths, param_counts
+from clustertwin.train.hardware import value_bytes
 from clustertwin.train.layout import RECOMPUTE_CODES, Layouts, as_float, fmax, fmin, scalar, where
 from clustertwin.train.memory_moe import (
     RECOMPUTE_MODULES,
@@ -62,6 +65,9 @@ CHECKPOINT_BYTES_PER_PARAM = WEIGHT_BYTES + OPTIMIZER_BYTES
 #: bytes per activation element (16-bit) and per dropout-mask element
 ACT_BYTES = 2
 MASK_BYTES = 1
+#: FP32/TF32 training: fp32 weights (the master copy) and Adam's first and second moment
+FP32_WEIGHT_BYTES = 4
+FP32_OPTIMIZER_BYTES = 8
 #: bytes per element of an FP8 tensor
 FP8_BYTES = 1
 #: fp32 log-sum-exp saved per head and token by flash attention
@@ -85,14 +91,16 @@ def korthikanti_activation_bytes(s: int, b: int, h: int, a: int, t: int = 1, sp:
 
 
 def activation_bytes_per_layer(model: ModelSpec, seq_len: int, mbs, tp, cp, sp, recompute, flash: bool,
-                               moe_layer: bool = False, fp8: bool = False, modules=0):
+                               moe_layer: bool = False, fp8: bool = False, modules=0,
+                               act_bytes: int = ACT_BYTES):
     """Generalised Korthikanti activation bytes of one layer for one micro-batch (numpy-broadcast).
 
     ``recompute`` is the integer code of :data:`RECOMPUTE_CODES`. Dropout masks are stored for GELU/ReLU
     models (GPT, as in Korthikanti); SwiGLU models (Llama, Mixtral, DeepSeek, Qwen) train without
     dropout. ``fp8``: the inputs of the four GEMMs are saved in FP8 (Transformer Engine keeps the
     quantised copy for the weight gradient; the dispatched routed copies of an MoE layer, FC1's input, too).
-    ``modules``: bitmask of per-module recompute (:mod:`clustertwin.train.memory_moe`)."""
+    ``modules``: bitmask of per-module recompute (:mod:`clustertwin.train.memory_moe`). ``act_bytes``: bytes
+    per stored value (4 for FP32/TF32)."""
     h, a = model.hidden, model.heads
     w = attention_widths(model)
     sl = seq_len / as_float(cp)  # local sequence
@@ -100,9 +108,9 @@ def activation_bytes_per_layer(model: ModelSpec, seq_len: int, mbs, tp, cp, sp, 
     t = as_float(tp)
     spf = sp > 0
     # replicated over TP unless SP: two norm inputs, QKV and FFN inputs, two dropout masks
-    gemm_in = FP8_BYTES if fp8 else ACT_BYTES
+    gemm_in = FP8_BYTES if fp8 else act_bytes
     masks = 0 if model.ffn == "swiglu" else 2 * MASK_BYTES
-    repl = sb * h * (2 * ACT_BYTES + gemm_in + gemm_in + masks)
+    repl = sb * h * (2 * act_bytes + gemm_in + gemm_in + masks)
     # split over TP: Q, K, V, projection input, FFN activation input(s) and output
     gate = 2 if model.ffn == "swiglu" else 1
     if moe_layer and model.moe:
@@ -112,13 +120,13 @@ def activation_bytes_per_layer(model: ModelSpec, seq_len: int, mbs, tp, cp, sp, 
     else:
         f_tok = model.d_ffn
         dispatch = 0
-    split = sb * (ACT_BYTES * (w.qk + w.kv_pair) + gemm_in * w.v + ACT_BYTES * gate * f_tok + gemm_in * f_tok
+    split = sb * (act_bytes * (w.qk + w.kv_pair) + gemm_in * w.v + act_bytes * gate * f_tok + gemm_in * f_tok
                   + dispatch)
     if flash:
         scores = sb * a * LSE_BYTES
     else:
         # softmax output (2), dropout mask (1), dropout output (2) per score: 5 a s^2 b
-        scores = sb * a * seq_len * (2 * ACT_BYTES + MASK_BYTES if masks else ACT_BYTES)
+        scores = sb * a * seq_len * (2 * act_bytes + MASK_BYTES if masks else act_bytes)
     if modules is not None and (not isinstance(modules, int) or modules):
         r_save, s_save = module_savings(model, modules, gemm_in, moe_layer, w.qk, w.kv_pair, w.latent)
         repl, split = repl - sb * r_save, split - sb * s_save
@@ -126,7 +134,7 @@ def activation_bytes_per_layer(model: ModelSpec, seq_len: int, mbs, tp, cp, sp, 
     rc = recompute
     scores = where(rc == RECOMPUTE_CODES["selective"], 0.0, scores)
     none_sel = where(spf, (repl + split + scores) / t, repl + (split + scores) / t)
-    full = ACT_BYTES * sb * h / where(spf, t, 1.0)
+    full = act_bytes * sb * h / where(spf, t, 1.0)
     return where(rc == RECOMPUTE_CODES["full"], full, none_sel)
 
 
@@ -152,18 +160,20 @@ def memory_breakdown(model: ModelSpec, lay: Layouts, plan: StagePlan, grp: Group
     last_dense = nonexp2 + (pc.output or pc.embedding) / tp
     dpg, edpg = as_float(grp.dp.size), as_float(grp.edp.size)
     z = lay.zero
+    vb = value_bytes(precision)
+    wb, ob = (FP32_WEIGHT_BYTES, FP32_OPTIMIZER_BYTES) if vb == 4 else (WEIGHT_BYTES, OPTIMIZER_BYTES)
 
     def states(dense, exp):
         def shard(n, group, stage):
             return n / where(z >= stage, group, 1.0)
 
-        w = WEIGHT_BYTES * (shard(dense, dpg, 3) + shard(exp, edpg, 3))
+        w = wb * (shard(dense, dpg, 3) + shard(exp, edpg, 3))
         if precision == "fp8":
             w = w + FP8_WEIGHT_COPY_BYTES * (dense + exp)
         layer_params = (pc.dense_layer if pc.moe_layers < pc.layers else pc.moe_layer_non_expert) / tp
-        w = w + where(z >= 3, ZERO3_GATHERED_LAYERS * WEIGHT_BYTES * layer_params, 0.0)
+        w = w + where(z >= 3, ZERO3_GATHERED_LAYERS * wb * layer_params, 0.0)
         g = GRAD_BYTES * (shard(dense, dpg, 2) + shard(exp, edpg, 2))
-        o = OPTIMIZER_BYTES * (shard(dense, dpg, 1) + shard(exp, edpg, 1))
+        o = ob * (shard(dense, dpg, 1) + shard(exp, edpg, 1))
         two = dualpipe_state_factor(lay)  # DualPipe: two stages per rank (memory_moe)
         return w * two, g * two, o
 
@@ -173,10 +183,10 @@ def memory_breakdown(model: ModelSpec, lay: Layouts, plan: StagePlan, grp: Group
 
     fp8 = precision == "fp8"
     act_layer_dense = activation_bytes_per_layer(model, s, lay.mbs, lay.tp, lay.cp, lay.sp, lay.recompute,
-                                                 flash, fp8=fp8, modules=lay.rc_modules)
+                                                 flash, fp8=fp8, modules=lay.rc_modules, act_bytes=vb)
     if pc.moe_layers:
         act_layer_moe = activation_bytes_per_layer(model, s, lay.mbs, lay.tp, lay.cp, lay.sp, lay.recompute,
-                                                   flash, moe_layer=True, fp8=fp8, modules=lay.rc_modules)
+                                                   flash, moe_layer=True, fp8=fp8, modules=lay.rc_modules, act_bytes=vb)
     else:
         act_layer_moe = act_layer_dense
     act_layer = (1 - plan.moe_share) * act_layer_dense + plan.moe_share * act_layer_moe
@@ -190,12 +200,12 @@ def memory_breakdown(model: ModelSpec, lay: Layouts, plan: StagePlan, grp: Group
     interleave = where(lay.vpp > 1, 1.0 + (pp - 1) / (pp * lay.vpp), 1.0)
     working = where(lay.recompute == RECOMPUTE_CODES["full"],
                     activation_bytes_per_layer(model, s, lay.mbs, lay.tp, lay.cp, lay.sp,
-                                               RECOMPUTE_CODES["none"], flash, fp8=fp8), 0.0)
+                                               RECOMPUTE_CODES["none"], flash, fp8=fp8, act_bytes=vb), 0.0)
     act1 = act_layer * plan.first_layers * dualpipe_inflight(lay, fmin(pp, plan.microbatches)) * interleave + working
     act2 = act_layer * plan.last_layers + working  # last stage: one micro-batch in flight
     act3 = act_layer * plan.middle_layers * fmin(pp - 1, plan.microbatches) * interleave + working
     sbl = s / as_float(lay.cp) * lay.mbs
-    logits = 2 * ACT_BYTES * sbl * model.hidden * (1.0 + model.vocab / model.hidden) / tp
+    logits = 2 * vb * sbl * model.hidden * (1.0 + model.vocab / model.hidden) / tp
     logits1 = where(pp == 1, logits, 0.0)
     reserved = params.memory_reserved_gib * GIB
     frag = params.memory_fragmentation

@@ -86,16 +86,17 @@ def largest_stage(pc, plan: StagePlan, lay: Layouts):
 
 def data_parallel_time(dense_params, expert_params, zero, m, backward_s, forward_s, pipe_s, coll, dp_group,
                        edp_group, params: TrainParams, overlap_grad: bool,
-                       overlap_param: bool) -> DataParallelTime:
+                       overlap_param: bool, value_bytes: int = GRAD_COMM_BYTES) -> DataParallelTime:
     """DP / ZeRO exposure of the module docstring; ``*_params`` are the stage's local parameters,
-    ``backward_s`` / ``forward_s`` one micro-batch's backward / forward of the stage's layers."""
+    ``backward_s`` / ``forward_s`` one micro-batch's backward / forward of the stage's layers;
+    ``value_bytes`` per communicated gradient/parameter (2 = 16-bit, 4 in FP32/TF32 training)."""
     dp_s = 0.0
     t_ag_all = 0.0
     t_rs_all = 0.0
     for n_params, group in ((dense_params, dp_group), (expert_params, edp_group)):
         n = _buckets(n_params, group.size)
-        g_bytes = n_params * GRAD_COMM_BYTES / n
-        p_bytes = n_params * PARAM_COMM_BYTES / n
+        g_bytes = n_params * GRAD_COMM_BYTES * value_bytes / 2 / n
+        p_bytes = n_params * PARAM_COMM_BYTES * value_bytes / 2 / n
         ar = coll("all_reduce", g_bytes, group)
         rs = coll("reduce_scatter", g_bytes, group)
         ag = coll("all_gather", p_bytes, group)

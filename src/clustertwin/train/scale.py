@@ -141,8 +141,10 @@ def scale(model: ModelSpec, cluster: ClusterSpec, *, global_batch: int, max_gpus
     """Best layout and scaling efficiency at each doubling of the GPU count (``placement`` and
     ``dataset`` as :func:`~clustertwin.train.estimate.estimate`; an explicit node list serves every
     count with its first nodes)."""
-    top = max_gpus or cluster.total_gpus
-    first = start_gpus or cluster.node.gpus
+    top = cluster.total_gpus if max_gpus is None else max_gpus
+    first = cluster.node.gpus if start_gpus is None else start_gpus
+    if min(top, first) < 1:
+        raise SpecError(f"GPU counts must be >= 1 (got {min(top, first)})", path=("gpus",))
     if top > cluster.total_gpus:
         raise SpecError(f"max GPUs {top} exceeds the cluster's {cluster.total_gpus}", path=("gpus",))
     if first > top:
@@ -155,8 +157,7 @@ def scale(model: ModelSpec, cluster: ClusterSpec, *, global_batch: int, max_gpus
                      dataset=dataset)
         e = res.best
         if e is None:
-            reason = max(res.rejected, key=lambda k: res.rejected[k]) if res.rejected else "no valid layout"
-            points.append(ScalePoint(n, None, None, note=f"no fitting layout ({reason})"))
+            points.append(ScalePoint(n, None, None, note=f"no fitting layout ({res.no_fit_reason})"))
             continue
         if base is None:
             base = e.tokens_per_s_per_gpu

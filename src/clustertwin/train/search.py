@@ -39,6 +39,7 @@ from clustertwin.train.rules import MESSAGES, RULES, violations
 from clustertwin.train.search_prune import cheapest_fitting
 from clustertwin.train.stack import STACKS, Stack, resolve_stack
 from clustertwin.train.step import evaluate_layouts
+from clustertwin.units import GIB
 
 #: largest virtual pipeline chunks per stage the search offers
 VPP_MAX = 8
@@ -74,17 +75,34 @@ class SearchResult:
     """Rejection class (rule message, or 'out of memory: <largest term>') -> layouts."""
     fastest_oom: TrainEstimate | None = None
     """The fastest valid layout that does not fit (what more memory would buy)."""
+    leanest_gib: float | None = None
+    """Memory per GPU of the valid layout that needs the least (GiB), when none fits."""
+    capacity_gib: float | None = None
+    """HBM per GPU (GiB)."""
 
     @property
     def best(self) -> TrainEstimate | None:
         return self.top[0] if self.top else None
+
+    @property
+    def no_fit_reason(self) -> str | None:
+        """Why no layout is ranked (None when one fits): every valid layout out of memory (with the leanest
+        one's need), else the most common rule that rejected the candidates."""
+        if self.top:
+            return None
+        if self.valid and self.leanest_gib is not None:
+            return (f"every valid layout exceeds HBM: the leanest of {self.valid:,} needs {self.leanest_gib:.1f} "
+                    f"GiB per GPU of {self.capacity_gib:.1f} GiB")
+        if self.rejected:
+            return "no valid layout: " + max(self.rejected, key=lambda k: self.rejected[k])
+        return "no valid layout"
 
     def to_dict(self) -> dict[str, Any]:
         best = self.best
         d: dict[str, Any] = {
             "gpus": self.gpus, "global_batch": self.global_batch, "seq_len": self.seq_len,
             "precision": self.precision, "evaluated": self.evaluated, "valid": self.valid,
-            "fitting": self.fitting, "rejected": self.rejected,
+            "fitting": self.fitting, "rejected": self.rejected, "no_fit_reason": self.no_fit_reason,
             "layouts": [e.to_dict() for e in self.top],
         }
         if best is not None:
@@ -197,7 +215,9 @@ def search(model: ModelSpec, cluster: ClusterSpec, *, global_batch: int, gpus: i
     prm = resolve_params(params, calibration)
     stack = resolve_stack(software_stack, cluster, prm)
     s = seq_len or model.seq_len
-    n = gpus or cluster.total_gpus
+    n = cluster.total_gpus if gpus is None else gpus
+    if n < 1:
+        raise SpecError(f"gpus must be >= 1 (got {n})", path=("gpus",))
     if n > cluster.total_gpus:
         raise SpecError(f"gpus={n} exceeds the cluster's {cluster.total_gpus} GPUs", path=("gpus",))
     hw = hardware(cluster, precision, prm, stack)
@@ -233,6 +253,8 @@ def search(model: ModelSpec, cluster: ClusterSpec, *, global_batch: int, gpus: i
         for k, c in zip(*np.unique(terms.argmax(axis=0), return_counts=True), strict=True):
             rejected[f"out of memory (largest term: {TERMS[int(k)]})"] += int(c)
         j = oom[np.argmax(out["tokens_per_s"][oom])]
+        res.leanest_gib = float(np.min(np.broadcast_to(out["mem_total"], fits.shape)[oom])) / GIB
+        res.capacity_gib = hw.hbm_bytes / GIB
         res.fastest_oom = from_arrays(out, valid, int(j), global_batch=global_batch, seq_len=s,
                                       precision=precision, hbm_bytes=hw.hbm_bytes, model=model, stack=stack.name)
     res.rejected = dict(rejected)

@@ -191,7 +191,8 @@ def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch
     # data-parallel gradient reduction, ZeRO gathers, optimizer: on the stage with the most parameters
     dense_local, exp_local, layers_p = largest_stage(pc, plan, lay)
     dpt = data_parallel_time(dense_local, exp_local, lay.zero, m, layers_p * lt.backward, layers_p * lt.forward,
-                             pipe, coll, grp.dp, grp.edp, params, st.overlap_grad_reduce, st.overlap_param_gather)
+                             pipe, coll, grp.dp, grp.edp, params, st.overlap_grad_reduce, st.overlap_param_gather,
+                             hw.value_bytes)
     opt = optimizer_time(dense_local + exp_local, lay.zero, grp.dp.size, bw)
     step = pipe + stragglers + dpt.dp_s + dpt.zero3_s + opt
     data = data_stall_time(cluster, dataset, step, lay.gpus, global_batch, s)
