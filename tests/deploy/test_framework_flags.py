@@ -4,6 +4,7 @@ architecture of the ModelSpec; ZeRO stages a framework lacks are mapped with a w
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
@@ -80,7 +81,12 @@ def test_every_catalog_model_reads_back_from_megatron_and_nemo(ref):
     m = model(ref)
     p = specs.ParallelismSpec(tp=1, pp=1, dp=8, global_batch=64, ep=m.moe.experts if m.moe else 1)
     p = p.model_copy(update={"ep": 1})
-    assert rb.megatron(megatron_args(m, p, "c")[0]).arch == architecture(m)
+    want = architecture(m)
+    if want.moe is not None and want.moe.node_groups:
+        # node-limited routing (DeepSeek-V3: 4 nodes per token) needs Megatron's --moe-router-num-groups, a
+        # group count the model spec does not carry, so the generated job leaves it out (docs/deploy.md)
+        want = dataclasses.replace(want, moe=want.moe.model_copy(update={"node_groups": None}))
+    assert rb.megatron(megatron_args(m, p, "c")[0]).arch == want
     if m.mla_kv_lora_rank is None:
         assert rb.nemo(nemo_overrides(m, p, "c")[0]).arch == architecture(m)
 
