@@ -15,7 +15,7 @@ from pydantic import Field
 from clustertwin.errors import SpecError, did_you_mean
 from clustertwin.specs.base import Spec
 from clustertwin.specs.calibration import SECTION_CHECKS, Calibration
-from clustertwin.train.params import FP8_GEMM_EFFICIENCY_RATIO
+from clustertwin.specs.hardware import FP8_GEMM_EFFICIENCY_RATIO
 
 _Frac = Annotated[float, Field(gt=0, le=1)]
 _NonNeg = Annotated[float, Field(ge=0)]

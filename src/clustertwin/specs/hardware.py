@@ -16,6 +16,12 @@ PriceConfidence = Literal["list", "street", "cloud", "estimate"]
 ``cloud`` (derived from a published cloud rental rate), ``estimate`` (documented method, no direct quote)."""
 
 
+#: FP8 GEMM efficiency relative to 16-bit GEMMs of the same shape, one hardware fact for training and
+#: inference (``TrainParams`` and ``InferParams.fp8_gemm_efficiency_ratio`` read it): large cuBLAS GEMMs on H100
+#: SXM reach ~1,400 of 1,979 FP8 TFLOP/s against ~730 of 989 BF16 TFLOP/s (power-limited clocks in both):
+#: (1,400 / 1,979) / (730 / 989) = 0.96.
+FP8_GEMM_EFFICIENCY_RATIO = 0.96
+
 class GPUSpec(Sourced):
     """One accelerator (GPU/NPU). Tensor peaks are dense (2:4 sparsity excluded), per device."""
 

@@ -16,12 +16,7 @@ from pydantic.dataclasses import dataclass
 
 from clustertwin.errors import SpecError, did_you_mean
 from clustertwin.specs.calibration import SECTION_CHECKS, Calibration
-
-#: FP8 GEMM efficiency relative to 16-bit GEMMs of the same shape, one hardware fact for training and
-#: inference (``InferParams.fp8_gemm_efficiency_ratio`` reads it too): large cuBLAS GEMMs on H100 SXM reach
-#: ~1,400 of 1,979 FP8 TFLOP/s against ~730 of 989 BF16 TFLOP/s (power-limited clocks in both):
-#: (1,400 / 1,979) / (730 / 989) = 0.96.
-FP8_GEMM_EFFICIENCY_RATIO = 0.96
+from clustertwin.specs.hardware import FP8_GEMM_EFFICIENCY_RATIO
 
 #: parameters that may be infinite (``te_stack_min_year = inf`` selects the legacy stack for every GPU)
 _MAY_BE_INFINITE = frozenset({"te_stack_min_year"})
