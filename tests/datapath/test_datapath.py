@@ -16,8 +16,8 @@ from clustertwin.specs import ParallelismSpec, StorageSpec
 from clustertwin.specs.loading import build
 
 CASES = Path(__file__).resolve().parents[2] / "validation" / "data_loading.yaml"
-MEDIAN_TOLERANCE = 0.14
-"""Median |error| of accelerators_supported over the 75 MLPerf Storage v1.0 rows (achieved 0.130; the
+MEDIAN_TOLERANCE = 0.11
+"""Median |error| of accelerators_supported over the 75 MLPerf Storage v1.0 rows (achieved 0.104; the
 issue's target is 0.10, see docs/datapath.md)."""
 
 
@@ -105,6 +105,21 @@ def test_mlperf_storage_demand_formula():
     assert p.accelerators_supported == int(p.delivered_gb_per_s / (0.9 * d) + 1e-9)
     with pytest.raises(SpecError, match="unknown MLPerf Storage workload 'unet'; did you mean 'unet3d'"):
         mlperf_storage("unet", "h100", 1, ddn)
+
+
+def test_mlperf_storage_host_cpu_caps_accelerator_processes():
+    from clustertwin.datapath.mlperf import DLIO_CORES_PER_ACCELERATOR
+
+    # MangoBoost's v1.0 row: one 64-core host, 4 x 100 GbE to an NVMe/TCP target; 144 A100 measured
+    nvmeof = build(StorageSpec, {"kind": "nvme-of", "client": "nvme-of", "read_gb_per_s": 104,
+                                 "network_gbit_per_s": 400})
+    kw = {"client_cores": 64, "client_nics": 4, "client_nic_gbit_per_s": 100}
+    p = mlperf_storage("resnet50", "a100", 1, nvmeof, **kw)
+    assert p.bottleneck == "client CPU"
+    assert p.accelerators_supported == int(64 / DLIO_CORES_PER_ACCELERATOR + 1e-9) == 142
+    assert p.accelerators_supported < p.delivered_gb_per_s / (0.9 * p.demand_gb_per_s_per_accelerator)
+    # unet3d's few large-batch ranks never reach the CPU cap
+    assert mlperf_storage("unet3d", "a100", 1, nvmeof, **kw).bottleneck != "client CPU"
 
 
 def test_storage_bad_input_and_appliance_scaling():
