@@ -645,15 +645,18 @@ class Simulator:
         limit = self.limit_list
         quota = self.quota
         total_gpus = self.total_gpus_list
+        cand_l = cand.tolist()
+        milli_l = self.req_milli[cand].tolist()
+        requests = self.requests
         for i in np.flatnonzero(ok).tolist():
-            j = int(cand[i])
-            if quota is not None and not quota.admits(j, total_gpus[j]):
+            if milli_l[i] > free_milli:  # (cheapest test first: every test here only skips)
                 continue
-            req = self.requests[j]
-            if req.total_milli > free_milli:
-                continue
+            j = cand_l[i]
+            req = requests[j]
             family = req.family
             if req.g >= no_fit.get(family, _NEVER):
+                continue
+            if quota is not None and not quota.admits(j, total_gpus[j]):
                 continue
             short = t + limit[j] <= shadow
             if not short and (family, req.g) in refused:

@@ -82,6 +82,7 @@ class Request:
         object.__setattr__(self, "_total_milli", total)
         object.__setattr__(self, "family", (self.kind, self.m, self.units, id(self.eligible), self.cpu, self.mem))
         object.__setattr__(self, "has_res", bool(self.cpu or self.mem) and self.kind != "spread")
+        object.__setattr__(self, "all_eligible", bool(np.all(self.eligible)))
 
 
 UNLIMITED = np.iinfo(np.int64).max // 4
