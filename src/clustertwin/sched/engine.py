@@ -165,10 +165,15 @@ class Simulator:
             self.team_min_gpus = np.full(k, np.inf)
             np.minimum.at(self.team_min_gpus, config.quotas.team_of_job, jobs.total_gpus)
         self.total_gpus_list: list[float] = jobs.total_gpus.tolist()
+        self.min_gpus_list: list[float] = jobs.min_gpus.tolist()
+        self.runtime_list: list[float] = self.runtime.tolist()
+        self.work_frac_list: list[float] = self.work_frac.tolist()
+        self.leaf_list: list[int] = cluster.leaf.tolist()
         self.on_start: Callable[[int], None] | None = None
         self.total_requeues = 0
         self.job_state = np.full(n, PENDING, dtype=np.int64)
         self.first_start = np.full(n, np.nan)
+        self.first_start_list: list[float] = [math.nan] * n
         self.start = np.full(n, np.nan)
         self.end = np.full(n, np.nan)
         self.requeues = np.zeros(n, dtype=np.int64)
@@ -405,24 +410,26 @@ class Simulator:
         self.state.apply(alloc, -1)
         self.alloc[j] = alloc
         self.job_state[j] = RUNNING
-        if np.isnan(self.first_start[j]):
+        if self.first_start_list[j] != self.first_start_list[j]:  # NaN: never started before
             self.first_start[j] = t
+            self.first_start_list[j] = t
         self.start[j] = t
-        self.epoch[j] += 1
+        epoch = int(self.epoch[j]) + 1
+        self.epoch[j] = epoch
         # elastic jobs started on fewer GPUs take proportionally longer (fixed GPU-seconds of work)
-        scale = float(self.jobs.total_gpus[j]) / alloc.gpus if self.jobs.min_gpus[j] > 0 else 1.0
-        self._push(t + self.runtime[j] * scale, _END, j, int(self.epoch[j]))
+        scale = self.total_gpus_list[j] / alloc.gpus if self.min_gpus_list[j] > 0 else 1.0
+        self._push(t + self.runtime_list[j] * scale, _END, j, epoch)
         key = (t + self.limit_list[j] * scale, self.seq, j)
         bisect.insort(self.running, key)
         self.run_key[j] = key
-        leaf = self.cluster.leaf
+        leaf = self.leaf_list
         first_leaf = leaf[alloc.node_list[0]]
         for nd in alloc.node_list:
             self.node_jobs[nd].add(j)
             if leaf[nd] != first_leaf:
                 self.multi_leaf[j] = True
         self.held_milli += alloc.total_milli
-        self.held_work += alloc.gpus * self.work_frac[j]
+        self.held_work += alloc.gpus * self.work_frac_list[j]
         self.account_running_gpus[self.account_of[j]] += alloc.gpus
         if self.quota is not None:
             self.quota.take(j, alloc.gpus)
@@ -454,7 +461,7 @@ class Simulator:
         for nd in alloc.node_list:
             self.node_jobs[nd].discard(j)
         self.held_milli -= alloc.total_milli
-        self.held_work -= alloc.gpus * self.work_frac[j]
+        self.held_work -= alloc.gpus * self.work_frac_list[j]
         self.account_running_gpus[self.account_of[j]] -= alloc.gpus
         if self.quota is not None:
             self.quota.release(j, alloc.gpus)
@@ -712,6 +719,12 @@ class Simulator:
             return 0
         jobs = self._window()
         kind, elig = self.req_kind[jobs], self.req_elig[jobs]
+        if len(self.elig_arrays) == 1 and not (kind == 1).any():  # one eligibility set, no shares
+            size = np.where(kind == 2, 1, self.req_g[jobs])
+            ok = st.whole >= int(size.min())
+            if not self.elig_arrays[0].all():
+                ok &= self.elig_arrays[0]
+            return free_total - MILLI_PER_GPU * int(st.whole[ok].sum())
         size = np.where(kind == 1, self.req_m[jobs], np.where(kind == 2, 1, self.req_g[jobs]))
         whole_ok = np.zeros(self.cluster.nodes, dtype=bool)
         usable = None

@@ -110,10 +110,10 @@ class ClusterState:
     def _refresh(self, nodes: tuple[int, ...] | list[int]) -> None:
         if len(nodes) == 1:
             n = nodes[0]
-            row = self.free[n]
-            self.whole[n] = np.count_nonzero(row == MILLI_PER_GPU)
-            self.top[n] = row.max()
-            self.tot[n] = row.sum()
+            row = self.free[n].tolist()  # (a few slots: plain Python beats three numpy reductions)
+            self.whole[n] = row.count(MILLI_PER_GPU)
+            self.top[n] = max(row)
+            self.tot[n] = sum(row)
             return
         idx = np.fromiter(nodes, dtype=np.int64, count=len(nodes))
         rows = self.free[idx]
@@ -203,18 +203,34 @@ class Projection:
         """Apply ``sign * alloc`` to the projected rows; return the change of the contribution total."""
         req = self.req
         rows, res = self.rows, self.res
+        nodes = alloc.node_list
+        for n in nodes:
+            if n not in rows:
+                self.row(n)
+        if req.kind == "whole" and not req.has_res and req.all_eligible:
+            # (the common case, inlined: row_contribution of a whole-GPU unit on any node)
+            g = req.g
+            before = 0
+            for n in nodes:
+                before += rows[n].count(MILLI_PER_GPU) >= g
+            for n, s, m in alloc.entries:
+                rows[n][s] += sign * m
+            after = 0
+            for n in nodes:
+                after += rows[n].count(MILLI_PER_GPU) >= g
+            return after - before
         before = 0
-        for n in alloc.node_list:
-            before += row_contribution(req, n, self.row(n), res[n])
+        for n in nodes:
+            before += row_contribution(req, n, rows[n], res[n])
         for n, s, m in alloc.entries:
             rows[n][s] += sign * m
         if alloc.cpu or alloc.mem:
-            for n in alloc.node_list:
+            for n in nodes:
                 r = res[n]
                 r[0] += sign * alloc.cpu
                 r[1] += sign * alloc.mem
         after = 0
-        for n in alloc.node_list:
+        for n in nodes:
             after += row_contribution(req, n, rows[n], res[n])
         return after - before
 
