@@ -218,6 +218,10 @@ class Simulator:
         self.frag_t = -math.inf
         self.frag_value = 0.0
         self.stop_version = 0
+        """Counts the events that can free capacity (job stops, node repairs and failures)."""
+        self._head_fail: tuple[int, int] = (-1, -1)
+        self._bf_no_fit: tuple[int, dict[tuple, int]] = (-1, {})
+        """(job, stop_version) of the last job that did not fit at the queue's head."""
         # the head's reservation, kept up to date incrementally: [head, projection, keys of the running
         # jobs released in it (a prefix of self.running)]; dropped when a node changes or a job starts
         # outside backfill
@@ -536,10 +540,14 @@ class Simulator:
                         if closed == int((self.team_queued > 0).sum()):
                             break  # every team with waiting jobs is closed: the rest only waits
                         continue
-                alloc = self.placer.place(self.state, self.requests[j])
-                if alloc is None and self.jobs.min_gpus[j] > 0:
-                    alloc = self._shrink(j)
+                if self._head_fail == (j, self.stop_version):
+                    alloc = None  # failed since the last release: free capacity only shrank since
+                else:
+                    alloc = self.placer.place(self.state, self.requests[j])
+                    if alloc is None and self.min_gpus_list[j] > 0:
+                        alloc = self._shrink(j)
                 if alloc is None:
+                    self._head_fail = (j, self.stop_version)
                     head = len(skipped)
                     break
                 self._start(j, alloc, t)
@@ -644,10 +652,13 @@ class Simulator:
         if not ok.any():
             return
         started = []
-        # Within a pass the state only shrinks, so a shape that does not fit now never will (no_fit keeps
+        # Between releases the state only shrinks, so a shape that does not fit now never will (no_fit keeps
         # the smallest failing size per shape family); a shape refused for the head's sake stays refused
         # until the next start changes the state (refused).
-        no_fit: dict[tuple, int] = {}
+        # (no_fit also holds across passes while nothing was released: the state has only shrunk since)
+        if self._bf_no_fit[0] != self.stop_version:
+            self._bf_no_fit = (self.stop_version, {})
+        no_fit: dict[tuple, int] = self._bf_no_fit[1]
         refused: set[tuple] = set()
         limit = self.limit_list
         quota = self.quota
