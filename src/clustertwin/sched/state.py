@@ -123,8 +123,18 @@ class ClusterState:
 
     def apply(self, alloc: Allocation, sign: int) -> None:
         """Take (``sign=-1``) or give back (``sign=+1``) an allocation."""
-        self.free[alloc.nodes, alloc.slots] += sign * alloc.milli
-        self._refresh(alloc.node_list)
+        if len(alloc.node_list) == 1:  # one node (most jobs): update its row as a Python list
+            n = alloc.node_list[0]
+            row = self.free[n].tolist()
+            for _, s, m in alloc.entries:
+                row[s] += sign * m
+            self.free[n] = row
+            self.whole[n] = row.count(MILLI_PER_GPU)
+            self.top[n] = max(row)
+            self.tot[n] = sum(row)
+        else:
+            self.free[alloc.nodes, alloc.slots] += sign * alloc.milli
+            self._refresh(alloc.node_list)
         if alloc.cpu or alloc.mem:
             idx = list(alloc.node_list)
             self.cpu_free[idx] += sign * alloc.cpu
