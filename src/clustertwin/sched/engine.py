@@ -165,10 +165,15 @@ class Simulator:
             self.team_min_gpus = np.full(k, np.inf)
             np.minimum.at(self.team_min_gpus, config.quotas.team_of_job, jobs.total_gpus)
         self.total_gpus_list: list[float] = jobs.total_gpus.tolist()
+        self.min_gpus_list: list[float] = jobs.min_gpus.tolist()
+        self.runtime_list: list[float] = self.runtime.tolist()
+        self.work_frac_list: list[float] = self.work_frac.tolist()
+        self.leaf_list: list[int] = cluster.leaf.tolist()
         self.on_start: Callable[[int], None] | None = None
         self.total_requeues = 0
         self.job_state = np.full(n, PENDING, dtype=np.int64)
         self.first_start = np.full(n, np.nan)
+        self.first_start_list: list[float] = [math.nan] * n
         self.start = np.full(n, np.nan)
         self.end = np.full(n, np.nan)
         self.requeues = np.zeros(n, dtype=np.int64)
@@ -213,6 +218,10 @@ class Simulator:
         self.frag_t = -math.inf
         self.frag_value = 0.0
         self.stop_version = 0
+        """Counts the events that can free capacity (job stops, node repairs and failures)."""
+        self._head_fail: tuple[int, int] = (-1, -1)
+        self._bf_no_fit: tuple[int, dict[tuple, int]] = (-1, {})
+        """(job, stop_version) of the last job that did not fit at the queue's head."""
         # the head's reservation, kept up to date incrementally: [head, projection, keys of the running
         # jobs released in it (a prefix of self.running)]; dropped when a node changes or a job starts
         # outside backfill
@@ -405,24 +414,26 @@ class Simulator:
         self.state.apply(alloc, -1)
         self.alloc[j] = alloc
         self.job_state[j] = RUNNING
-        if np.isnan(self.first_start[j]):
+        if self.first_start_list[j] != self.first_start_list[j]:  # NaN: never started before
             self.first_start[j] = t
+            self.first_start_list[j] = t
         self.start[j] = t
-        self.epoch[j] += 1
+        epoch = int(self.epoch[j]) + 1
+        self.epoch[j] = epoch
         # elastic jobs started on fewer GPUs take proportionally longer (fixed GPU-seconds of work)
-        scale = float(self.jobs.total_gpus[j]) / alloc.gpus if self.jobs.min_gpus[j] > 0 else 1.0
-        self._push(t + self.runtime[j] * scale, _END, j, int(self.epoch[j]))
+        scale = self.total_gpus_list[j] / alloc.gpus if self.min_gpus_list[j] > 0 else 1.0
+        self._push(t + self.runtime_list[j] * scale, _END, j, epoch)
         key = (t + self.limit_list[j] * scale, self.seq, j)
         bisect.insort(self.running, key)
         self.run_key[j] = key
-        leaf = self.cluster.leaf
+        leaf = self.leaf_list
         first_leaf = leaf[alloc.node_list[0]]
         for nd in alloc.node_list:
             self.node_jobs[nd].add(j)
             if leaf[nd] != first_leaf:
                 self.multi_leaf[j] = True
         self.held_milli += alloc.total_milli
-        self.held_work += alloc.gpus * self.work_frac[j]
+        self.held_work += alloc.gpus * self.work_frac_list[j]
         self.account_running_gpus[self.account_of[j]] += alloc.gpus
         if self.quota is not None:
             self.quota.take(j, alloc.gpus)
@@ -454,7 +465,7 @@ class Simulator:
         for nd in alloc.node_list:
             self.node_jobs[nd].discard(j)
         self.held_milli -= alloc.total_milli
-        self.held_work -= alloc.gpus * self.work_frac[j]
+        self.held_work -= alloc.gpus * self.work_frac_list[j]
         self.account_running_gpus[self.account_of[j]] -= alloc.gpus
         if self.quota is not None:
             self.quota.release(j, alloc.gpus)
@@ -529,10 +540,14 @@ class Simulator:
                         if closed == int((self.team_queued > 0).sum()):
                             break  # every team with waiting jobs is closed: the rest only waits
                         continue
-                alloc = self.placer.place(self.state, self.requests[j])
-                if alloc is None and self.jobs.min_gpus[j] > 0:
-                    alloc = self._shrink(j)
+                if self._head_fail == (j, self.stop_version):
+                    alloc = None  # failed since the last release: free capacity only shrank since
+                else:
+                    alloc = self.placer.place(self.state, self.requests[j])
+                    if alloc is None and self.min_gpus_list[j] > 0:
+                        alloc = self._shrink(j)
                 if alloc is None:
+                    self._head_fail = (j, self.stop_version)
                     head = len(skipped)
                     break
                 self._start(j, alloc, t)
@@ -637,23 +652,29 @@ class Simulator:
         if not ok.any():
             return
         started = []
-        # Within a pass the state only shrinks, so a shape that does not fit now never will (no_fit keeps
+        # Between releases the state only shrinks, so a shape that does not fit now never will (no_fit keeps
         # the smallest failing size per shape family); a shape refused for the head's sake stays refused
         # until the next start changes the state (refused).
-        no_fit: dict[tuple, int] = {}
+        # (no_fit also holds across passes while nothing was released: the state has only shrunk since)
+        if self._bf_no_fit[0] != self.stop_version:
+            self._bf_no_fit = (self.stop_version, {})
+        no_fit: dict[tuple, int] = self._bf_no_fit[1]
         refused: set[tuple] = set()
         limit = self.limit_list
         quota = self.quota
         total_gpus = self.total_gpus_list
+        cand_l = cand.tolist()
+        milli_l = self.req_milli[cand].tolist()
+        requests = self.requests
         for i in np.flatnonzero(ok).tolist():
-            j = int(cand[i])
-            if quota is not None and not quota.admits(j, total_gpus[j]):
+            if milli_l[i] > free_milli:  # (cheapest test first: every test here only skips)
                 continue
-            req = self.requests[j]
-            if req.total_milli > free_milli:
-                continue
+            j = cand_l[i]
+            req = requests[j]
             family = req.family
             if req.g >= no_fit.get(family, _NEVER):
+                continue
+            if quota is not None and not quota.admits(j, total_gpus[j]):
                 continue
             short = t + limit[j] <= shadow
             if not short and (family, req.g) in refused:
@@ -709,6 +730,12 @@ class Simulator:
             return 0
         jobs = self._window()
         kind, elig = self.req_kind[jobs], self.req_elig[jobs]
+        if len(self.elig_arrays) == 1 and not (kind == 1).any():  # one eligibility set, no shares
+            size = np.where(kind == 2, 1, self.req_g[jobs])
+            ok = st.whole >= int(size.min())
+            if not self.elig_arrays[0].all():
+                ok &= self.elig_arrays[0]
+            return free_total - MILLI_PER_GPU * int(st.whole[ok].sum())
         size = np.where(kind == 1, self.req_m[jobs], np.where(kind == 2, 1, self.req_g[jobs]))
         whole_ok = np.zeros(self.cluster.nodes, dtype=bool)
         usable = None

@@ -82,6 +82,7 @@ class Request:
         object.__setattr__(self, "_total_milli", total)
         object.__setattr__(self, "family", (self.kind, self.m, self.units, id(self.eligible), self.cpu, self.mem))
         object.__setattr__(self, "has_res", bool(self.cpu or self.mem) and self.kind != "spread")
+        object.__setattr__(self, "all_eligible", bool(np.all(self.eligible)))
 
 
 UNLIMITED = np.iinfo(np.int64).max // 4
@@ -109,10 +110,10 @@ class ClusterState:
     def _refresh(self, nodes: tuple[int, ...] | list[int]) -> None:
         if len(nodes) == 1:
             n = nodes[0]
-            row = self.free[n]
-            self.whole[n] = np.count_nonzero(row == MILLI_PER_GPU)
-            self.top[n] = row.max()
-            self.tot[n] = row.sum()
+            row = self.free[n].tolist()  # (a few slots: plain Python beats three numpy reductions)
+            self.whole[n] = row.count(MILLI_PER_GPU)
+            self.top[n] = max(row)
+            self.tot[n] = sum(row)
             return
         idx = np.fromiter(nodes, dtype=np.int64, count=len(nodes))
         rows = self.free[idx]
@@ -122,8 +123,18 @@ class ClusterState:
 
     def apply(self, alloc: Allocation, sign: int) -> None:
         """Take (``sign=-1``) or give back (``sign=+1``) an allocation."""
-        self.free[alloc.nodes, alloc.slots] += sign * alloc.milli
-        self._refresh(alloc.node_list)
+        if len(alloc.node_list) == 1:  # one node (most jobs): update its row as a Python list
+            n = alloc.node_list[0]
+            row = self.free[n].tolist()
+            for _, s, m in alloc.entries:
+                row[s] += sign * m
+            self.free[n] = row
+            self.whole[n] = row.count(MILLI_PER_GPU)
+            self.top[n] = max(row)
+            self.tot[n] = sum(row)
+        else:
+            self.free[alloc.nodes, alloc.slots] += sign * alloc.milli
+            self._refresh(alloc.node_list)
         if alloc.cpu or alloc.mem:
             idx = list(alloc.node_list)
             self.cpu_free[idx] += sign * alloc.cpu
@@ -202,18 +213,34 @@ class Projection:
         """Apply ``sign * alloc`` to the projected rows; return the change of the contribution total."""
         req = self.req
         rows, res = self.rows, self.res
+        nodes = alloc.node_list
+        for n in nodes:
+            if n not in rows:
+                self.row(n)
+        if req.kind == "whole" and not req.has_res and req.all_eligible:
+            # (the common case, inlined: row_contribution of a whole-GPU unit on any node)
+            g = req.g
+            before = 0
+            for n in nodes:
+                before += rows[n].count(MILLI_PER_GPU) >= g
+            for n, s, m in alloc.entries:
+                rows[n][s] += sign * m
+            after = 0
+            for n in nodes:
+                after += rows[n].count(MILLI_PER_GPU) >= g
+            return after - before
         before = 0
-        for n in alloc.node_list:
-            before += row_contribution(req, n, self.row(n), res[n])
+        for n in nodes:
+            before += row_contribution(req, n, rows[n], res[n])
         for n, s, m in alloc.entries:
             rows[n][s] += sign * m
         if alloc.cpu or alloc.mem:
-            for n in alloc.node_list:
+            for n in nodes:
                 r = res[n]
                 r[0] += sign * alloc.cpu
                 r[1] += sign * alloc.mem
         after = 0
-        for n in alloc.node_list:
+        for n in nodes:
             after += row_contribution(req, n, rows[n], res[n])
         return after - before
 
