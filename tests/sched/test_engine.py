@@ -189,3 +189,23 @@ def test_elastic_head_starts_smaller_and_runs_longer():
     assert rigid.start_s[1] == 100.0 and rigid.end_s[1] == 150.0
     with pytest.raises(SpecError, match="elastic"):
         make_jobs(["x"], [0], [1], [2], min_gpus=[3])
+
+
+def test_a_static_order_as_priorities_keeps_its_rank() -> None:
+    """The base QueueOrder's priorities are minus the static rank: sorting by them reproduces the order."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from clustertwin.sched.policy import ShortestJobFirst
+
+    class Jobs(SimpleNamespace):
+        def __len__(self) -> int:
+            return len(self.submit_s)
+
+    jobs = Jobs(submit_s=np.array([0.0, 0.0, 5.0, 1.0]), limit_s=np.array([50.0, 10.0, 1.0, 5.0]))
+    order = ShortestJobFirst()
+    _, by_rank = order.rank(jobs)
+    q = np.array([2, 0, 3, 1])
+    prio = order.priorities(0.0, q, SimpleNamespace(jobs=jobs))
+    assert q[np.argsort(-prio, kind="stable")].tolist() == by_rank.tolist()

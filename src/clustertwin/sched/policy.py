@@ -60,8 +60,11 @@ class QueueOrder:
         rank[order] = idx
         return rank, order
 
-    def priorities(self, t: float, queue: np.ndarray, ctx) -> np.ndarray:  # pragma: no cover - dynamic only
-        raise NotImplementedError
+    def priorities(self, t: float, queue: np.ndarray, ctx) -> np.ndarray:
+        """Priority of each queued job (higher first) at time ``t``: for a static order, minus its rank, so a
+        dynamic re-sort of a static order keeps it (dynamic orders override this)."""
+        rank, _ = self.rank(ctx.jobs)
+        return -rank[queue].astype(np.float64)
 
 
 class Fifo(QueueOrder):
