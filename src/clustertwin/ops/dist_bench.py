@@ -16,11 +16,9 @@ from clustertwin.ops.bench import (
     FLOAT32_BYTES,
     CollectiveResult,
     CollectiveRow,
-    _op_pair,
     _timed_collective,
-    format_nccl_tests,
-    sweep_sizes,
 )
+from clustertwin.ops.bench_collectives import _op_pair, format_nccl_tests, sweep_sizes
 from clustertwin.units import GB, US, parse_size
 
 
