@@ -30,14 +30,28 @@ import bisect
 import heapq
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from clustertwin.errors import SpecError
+from clustertwin.sched.backfill import BackfillMixin
 from clustertwin.sched.cluster import SchedCluster
 from clustertwin.sched.failures import FailureEvents
+from clustertwin.sched.job_states import (  # noqa: F401  (re-exported)
+    _END,
+    _FAIL,
+    _REPAIR,
+    COMPLETED,
+    KILLED,
+    PENDING,
+    QUEUED,
+    RUNNING,
+    STATE_NAMES,
+    UNSCHEDULABLE,
+)
 from clustertwin.sched.jobs import MILLI_PER_GPU, JobTable
+from clustertwin.sched.lifecycle import LifecycleMixin
 from clustertwin.sched.placement import Placer, WorkloadShapes
 from clustertwin.sched.policy import (  # noqa: F401  (re-exported)
     ORDERS,
@@ -49,7 +63,8 @@ from clustertwin.sched.policy import (  # noqa: F401  (re-exported)
     get_policy,
 )
 from clustertwin.sched.quota import QuotaLayout, QuotaState
-from clustertwin.sched.state import Allocation, ClusterState, Projection, Request
+from clustertwin.sched.sim_metrics import MetricsMixin, SimResult
+from clustertwin.sched.state import Allocation, ClusterState, Request
 
 MAX_REQUEUES_DEFAULT = 100_000
 """Requeue events (failures and preemptions) after which a run stops with a message (``--max-requeues``)."""
@@ -84,49 +99,10 @@ class SimConfig:
             raise SpecError("max_requeues must be >= 0")
 
 
-_NEVER = 1 << 62
-
-# job states; every submitted job ends a run in exactly one of queued, running, completed, killed and
-# unschedulable (larger than the cluster, or than its team's quota can ever admit)
-PENDING, QUEUED, RUNNING, COMPLETED, KILLED, UNSCHEDULABLE = 0, 1, 2, 3, 4, 5
-STATE_NAMES = {PENDING: "pending", QUEUED: "queued", RUNNING: "running", COMPLETED: "completed", KILLED: "killed",
-               UNSCHEDULABLE: "unschedulable"}
-
-# event kinds, in processing order at equal times
-_END, _REPAIR, _FAIL = 0, 1, 2
 
 
-@dataclass
-class SimResult:
-    """Raw outcome of one simulation; :mod:`clustertwin.sched.metrics` turns it into metrics."""
 
-    policy: str
-    placement: str
-    cluster_gpus: int
-    jobs: JobTable
-    state: np.ndarray
-    first_start_s: np.ndarray
-    start_s: np.ndarray
-    end_s: np.ndarray
-    requeues: np.ndarray
-    unschedulable: np.ndarray
-    multi_leaf: np.ndarray
-    killed_by_timeout: int
-    preemptions: int
-    failure_kills: int
-    timeline_t: np.ndarray
-    timeline_alloc_gpus: np.ndarray
-    timeline_running: np.ndarray
-    timeline_queued: np.ndarray
-    timeline_fragmented_gpus: np.ndarray
-    timeline_work_gpus: np.ndarray | None = None
-    """GPUs doing work: allocated GPUs x each job's own GPU utilisation (allocation where unknown)."""
-    unschedulable_causes: dict[str, int] = field(default_factory=dict)
-    first_reservation_s: dict[int, float] = field(default_factory=dict)
-    allocations: list[tuple[int, float, float, np.ndarray, np.ndarray]] = field(default_factory=list)
-
-
-class Simulator:
+class Simulator(LifecycleMixin, BackfillMixin, MetricsMixin):
     """One run of one policy over one job table; use :func:`simulate`."""
 
     def __init__(self, cluster: SchedCluster, jobs: JobTable, config: SimConfig,
@@ -272,41 +248,6 @@ class Simulator:
                 out.append(Request("whole", int(g), 0, max(units, 1), elig, cpu, mem))
         return out
 
-    def unschedulable_causes(self) -> dict[str, int]:
-        """Why the unschedulable jobs can never start, counted by cause."""
-        out: dict[str, int] = {}
-        total = self.cluster.total_gpus
-        gpus = self.jobs.total_gpus
-        for j in np.flatnonzero(self.unschedulable).tolist():
-            req = self.requests[j]
-            if gpus[j] > total:
-                cause = "more GPUs than the cluster"
-            elif not req.eligible.any():
-                cause = "no node of an allowed GPU model"
-            elif self.quota is not None and self.quota.never_admits(j, float(gpus[j])):
-                cause = "more GPUs than its team's quota can hold"
-            else:
-                cause = "no node (or set of nodes) fits its shape, CPU or memory"
-            out[cause] = out.get(cause, 0) + 1
-        return dict(sorted(out.items()))
-
-    def _unschedulable(self) -> np.ndarray:
-        empty = ClusterState(self.cluster)
-        cache: dict[tuple, bool] = {}
-        out = np.zeros(self.n, dtype=bool)
-        for j, r in enumerate(self.requests):
-            key = (r.kind, r.g, r.m, r.units, id(r.eligible), r.cpu, r.mem)
-            ok = cache.get(key)
-            if ok is None:
-                ok = empty.fits(r)
-                cache[key] = ok
-            out[j] = not ok
-        if self.quota is not None:
-            gpus = self.jobs.total_gpus
-            out |= np.array([self.quota.never_admits(j, float(gpus[j])) for j in range(self.n)], dtype=bool)
-        return out
-
-    # ------------------------------------------------------------------ events
     def _push(self, t: float, kind: int, a: int, b: int = 0) -> None:
         self.seq += 1
         heapq.heappush(self.heap, (t, kind, self.seq, a, b))
@@ -408,106 +349,6 @@ class Simulator:
         self.usage_t = t
 
     # ------------------------------------------------------------------ start / stop
-    def _start(self, j: int, alloc: Allocation, t: float) -> None:
-        if not self._in_backfill:
-            self._res = None
-        self.state.apply(alloc, -1)
-        self.alloc[j] = alloc
-        self.job_state[j] = RUNNING
-        if self.first_start_list[j] != self.first_start_list[j]:  # NaN: never started before
-            self.first_start[j] = t
-            self.first_start_list[j] = t
-        self.start[j] = t
-        epoch = int(self.epoch[j]) + 1
-        self.epoch[j] = epoch
-        # elastic jobs started on fewer GPUs take proportionally longer (fixed GPU-seconds of work)
-        scale = self.total_gpus_list[j] / alloc.gpus if self.min_gpus_list[j] > 0 else 1.0
-        self._push(t + self.runtime_list[j] * scale, _END, j, epoch)
-        key = (t + self.limit_list[j] * scale, self.seq, j)
-        bisect.insort(self.running, key)
-        self.run_key[j] = key
-        leaf = self.leaf_list
-        first_leaf = leaf[alloc.node_list[0]]
-        for nd in alloc.node_list:
-            self.node_jobs[nd].add(j)
-            if leaf[nd] != first_leaf:
-                self.multi_leaf[j] = True
-        self.held_milli += alloc.total_milli
-        self.held_work += alloc.gpus * self.work_frac_list[j]
-        self.account_running_gpus[self.account_of[j]] += alloc.gpus
-        if self.quota is not None:
-            self.quota.take(j, alloc.gpus)
-            self.team_queued[self.quota.team[j]] -= 1
-        if self.cfg.record_allocations:
-            self._open_alloc[j] = (t, alloc.nodes.copy(), alloc.milli.copy())
-        if self.on_start is not None:
-            self.on_start(j)
-
-    def _stop(self, j: int, t: float) -> None:
-        self.stop_version += 1
-        alloc = self.alloc.pop(j)
-        key = self.run_key.pop(j)
-        res = self._res
-        release = False
-        if res is not None:
-            rel = res[2]
-            r = bisect.bisect_left(rel, key)
-            if r < len(rel) and rel[r] == key:
-                del rel[r]  # already free in the projection
-            else:
-                res[1].freeze(alloc.node_list)
-                release = True
-        self.state.apply(alloc, +1)
-        i = bisect.bisect_left(self.running, key)
-        del self.running[i]
-        if release:
-            self._res_release(alloc)
-        for nd in alloc.node_list:
-            self.node_jobs[nd].discard(j)
-        self.held_milli -= alloc.total_milli
-        self.held_work -= alloc.gpus * self.work_frac_list[j]
-        self.account_running_gpus[self.account_of[j]] -= alloc.gpus
-        if self.quota is not None:
-            self.quota.release(j, alloc.gpus)
-        if self.cfg.record_allocations:
-            t0, nodes, milli = self._open_alloc.pop(j)
-            self.allocations.append((j, t0, t, nodes, milli))
-
-    def _on_end(self, j: int, epoch: int, t: float) -> None:
-        if self.epoch[j] != epoch or self.job_state[j] != RUNNING:
-            return
-        self._stop(j, t)
-        self.end[j] = t
-        if self.timeout[j]:
-            self.job_state[j] = KILLED
-            self.killed_by_timeout += 1
-        else:
-            self.job_state[j] = COMPLETED
-
-    def _kill(self, j: int, t: float, *, requeue: bool) -> None:
-        self._stop(j, t)
-        self.epoch[j] += 1
-        if requeue:
-            self.requeues[j] += 1
-            self.total_requeues += 1
-            if self.total_requeues > self.cfg.max_requeues:
-                raise SpecError(f"more than {self.cfg.max_requeues:,} requeue events (failures and preemptions) "
-                                f"by t = {t:,.0f} s; raise --max-requeues or lower the failure rate")
-            self._enqueue(j)
-        else:
-            self.job_state[j] = KILLED
-            self.end[j] = t
-
-    def _on_fail(self, node: int, i: int, t: float) -> None:
-        for j in sorted(self.node_jobs[node]):
-            self.failure_kills += 1
-            self._kill(j, t, requeue=self.cfg.requeue_on_failure)
-        self.state.set_down(node)
-        self._res = None
-        self.stop_version += 1
-        self._push(t + float(self.failures.repair_s[i]), _REPAIR, node)
-
-    # ------------------------------------------------------------------ scheduling
     def _order_dynamic(self, t: float) -> None:
         q = np.array(self.queue, dtype=np.int64)
         prio = self.order.priorities(t, q, self)
@@ -562,226 +403,6 @@ class Simulator:
                 break
         if self.policy.backfill:
             self._backfill(t, head)
-
-    def _shrink(self, j: int) -> Allocation | None:
-        """An elastic head that does not fit whole starts on the most GPUs that fit, down to its minimum."""
-        req = self.requests[j]
-        largest = self.cluster.max_gpus_per_node
-        for g in range(int(self.jobs.gpus_per_unit[j]) - 1, int(self.jobs.min_gpus[j]) - 1, -1):
-            kind = "whole" if g <= largest else "spread"
-            alloc = self.placer.place(self.state, Request(kind, g, 0, 1, req.eligible, req.cpu, req.mem))
-            if alloc is not None:
-                return alloc
-        return None
-
-    def _preempt_for(self, head: int, t: float) -> bool:
-        """Kill lower-priority running jobs until ``head`` fits; False (nothing killed) if it cannot."""
-        prio = self.jobs.priority
-        victims = [k for k in self.alloc if prio[k] < prio[head]]
-        if not victims:
-            return False
-        victims.sort(key=lambda k: (prio[k], -self.start[k], -k))
-        proj = Projection(self.state, self.requests[head])
-        chosen = []
-        for k in victims:
-            proj.release(self.alloc[k])
-            chosen.append(k)
-            if proj.fits:
-                break
-        if not proj.fits:
-            return False
-        for k in chosen:
-            self.preemptions += 1
-            self._kill(k, t, requeue=True)
-        return True
-
-    def _reserve(self, head: int, t: float) -> tuple[float, Projection]:
-        """The head's shadow time (when it fits if running jobs end at their limits) and the projected
-        state then: the smallest prefix of the running jobs, by limit end, whose release lets it fit.
-
-        Kept between passes while the head is the same: a job that ends early and was not in the prefix
-        is released in the projection and the prefix shrinks from its end while the head still fits
-        (so the shadow only moves earlier, exactly as a recomputation would place it); backfilled starts
-        update the projection themselves. A node failure or repair, or a start outside backfill, drops it."""
-        res = self._res
-        if res is None or res[0] != head:
-            proj = Projection(self.state, self.requests[head])
-            rel: list[tuple[float, int, int]] = []
-            for key in self.running:
-                proj.release(self.alloc[key[2]])
-                rel.append(key)
-                if proj.fits:
-                    break
-            res = self._res = [head, proj, rel]
-        proj, rel = res[1], res[2]
-        if not proj.fits:
-            return math.inf, proj
-        return (max(rel[-1][0], t) if rel else t), proj
-
-    def _res_release(self, alloc: Allocation) -> None:
-        """A job outside the reservation's prefix ended: free it in the projection, then give back the
-        prefix's last jobs while the head still fits without them."""
-        _, proj, rel = self._res
-        proj.release(alloc)
-        if proj.fits:  # (if the prefix was every running job and the head did not fit, it may now)
-            while rel and proj.take_if_still_fits(self.alloc[rel[-1][2]]):
-                rel.pop()
-
-    def _backfill(self, t: float, h: int = 0) -> None:
-        """EASY backfill behind the head at queue position ``h`` (jobs before it wait for quota)."""
-        q = self.queue
-        head = self._job(q[h])
-        shadow, proj = self._reserve(head, t)
-        rel = self._res[2]
-        self.first_reservation.setdefault(head, shadow)
-        last = min(len(q), h + self.cfg.backfill_window + 1)
-        if last <= h + 1:
-            return
-        st = self.state
-        free_milli = int(st.tot.sum())
-        if free_milli <= 0:
-            return
-        # vectorised pre-filter: a job that cannot fit the whole free pool, the largest free node or the
-        # largest free share now never fits during this pass (the state only shrinks)
-        ranks = np.array(q[h + 1:last], dtype=np.int64)
-        cand = ranks if self.dynamic else self.job_of_rank[ranks]
-        kind = self.req_kind[cand]
-        g = self.req_g[cand]
-        ok = (self.req_milli[cand] <= free_milli) & np.where(
-            kind == 0, g <= int(st.whole.max()), np.where(kind == 1, self.req_m[cand] <= int(st.top.max()), True))
-        if not ok.any():
-            return
-        started = []
-        # Between releases the state only shrinks, so a shape that does not fit now never will (no_fit keeps
-        # the smallest failing size per shape family); a shape refused for the head's sake stays refused
-        # until the next start changes the state (refused).
-        # (no_fit also holds across passes while nothing was released: the state has only shrunk since)
-        if self._bf_no_fit[0] != self.stop_version:
-            self._bf_no_fit = (self.stop_version, {})
-        no_fit: dict[tuple, int] = self._bf_no_fit[1]
-        refused: set[tuple] = set()
-        limit = self.limit_list
-        quota = self.quota
-        total_gpus = self.total_gpus_list
-        cand_l = cand.tolist()
-        milli_l = self.req_milli[cand].tolist()
-        requests = self.requests
-        for i in np.flatnonzero(ok).tolist():
-            if milli_l[i] > free_milli:  # (cheapest test first: every test here only skips)
-                continue
-            j = cand_l[i]
-            req = requests[j]
-            family = req.family
-            if req.g >= no_fit.get(family, _NEVER):
-                continue
-            if quota is not None and not quota.admits(j, total_gpus[j]):
-                continue
-            short = t + limit[j] <= shadow
-            if not short and (family, req.g) in refused:
-                continue
-            alloc = self.placer.place(st, req)
-            if alloc is None:
-                no_fit[family] = min(req.g, no_fit.get(family, _NEVER))
-                continue
-            if short:
-                proj.freeze(alloc.node_list)
-            elif not proj.take_if_still_fits(alloc):
-                refused.add((family, req.g))
-                continue
-            self._in_backfill = True
-            self._start(j, alloc, t)
-            self._in_backfill = False
-            if short:
-                bisect.insort(rel, self.run_key[j])  # free again by the shadow time
-            free_milli -= alloc.total_milli
-            refused.clear()
-            started.append(h + 1 + i)
-            if free_milli <= 0:
-                break
-        for pos in reversed(started):
-            del q[pos]
-
-    # ------------------------------------------------------------------ metrics over time
-    def _record(self, t: float) -> None:
-        self.tl_t.append(t)
-        self.tl_alloc.append(self.held_milli / MILLI_PER_GPU)
-        self.tl_run.append(len(self.alloc))
-        self.tl_queue.append(len(self.queue))
-        self.tl_work.append(self.held_work)
-        if t - self.frag_t >= self.cfg.fragmentation_sample_s or not self.tl_frag:
-            self.frag_value = self._fragmented_milli() / MILLI_PER_GPU
-            self.frag_t = t
-        self.tl_frag.append(self.frag_value)
-
-    def _window(self) -> np.ndarray:
-        """Job ids of the head and the backfill window."""
-        ranks = np.array(self.queue[: self.cfg.backfill_window + 1], dtype=np.int64)
-        return ranks if self.dynamic else self.job_of_rank[ranks]
-
-    def _fragmented_milli(self) -> int:
-        """Free capacity no job in the queue window can use: wholly free GPUs on nodes where no queued
-        whole/spread/share unit is eligible and fits, and partly free GPUs no queued share fits. Only the
-        smallest whole-GPU unit and the smallest share per eligibility set matter."""
-        st = self.state
-        if not self.queue:
-            return 0
-        free_total = int(st.tot.sum())
-        if free_total == 0:
-            return 0
-        jobs = self._window()
-        kind, elig = self.req_kind[jobs], self.req_elig[jobs]
-        if len(self.elig_arrays) == 1 and not (kind == 1).any():  # one eligibility set, no shares
-            size = np.where(kind == 2, 1, self.req_g[jobs])
-            ok = st.whole >= int(size.min())
-            if not self.elig_arrays[0].all():
-                ok &= self.elig_arrays[0]
-            return free_total - MILLI_PER_GPU * int(st.whole[ok].sum())
-        size = np.where(kind == 1, self.req_m[jobs], np.where(kind == 2, 1, self.req_g[jobs]))
-        whole_ok = np.zeros(self.cluster.nodes, dtype=bool)
-        usable = None
-        for code in np.unique(elig).tolist():
-            mask = elig == code
-            eligible = self.elig_arrays[code]
-            sizes_whole = size[mask & (kind != 1)]
-            if len(sizes_whole):
-                whole_ok |= eligible & (st.whole >= int(sizes_whole.min()))
-            sizes_share = size[mask & (kind == 1)]
-            if len(sizes_share):
-                whole_ok |= eligible
-                part = eligible[:, None] & (st.free >= int(sizes_share.min()))
-                usable = part if usable is None else usable | part
-        if usable is None:
-            return free_total - MILLI_PER_GPU * int(st.whole[whole_ok].sum())
-        usable |= (st.free == MILLI_PER_GPU) & whole_ok[:, None]
-        return free_total - int(st.free[usable].sum())
-
-    def _result(self) -> SimResult:
-        return SimResult(
-            policy=self.policy.name,
-            placement=self.cfg.placement,
-            cluster_gpus=self.cluster.total_gpus,
-            jobs=self.jobs,
-            state=self.job_state.copy(),
-            first_start_s=self.first_start,
-            start_s=self.start,
-            end_s=self.end,
-            requeues=self.requeues,
-            unschedulable=self.unschedulable,
-            multi_leaf=self.multi_leaf,
-            killed_by_timeout=self.killed_by_timeout,
-            preemptions=self.preemptions,
-            failure_kills=self.failure_kills,
-            timeline_t=np.array(self.tl_t),
-            timeline_alloc_gpus=np.array(self.tl_alloc),
-            timeline_running=np.array(self.tl_run, dtype=np.int64),
-            timeline_queued=np.array(self.tl_queue, dtype=np.int64),
-            timeline_fragmented_gpus=np.array(self.tl_frag),
-            timeline_work_gpus=np.array(self.tl_work),
-            unschedulable_causes=self.unschedulable_causes(),
-            first_reservation_s=self.first_reservation,
-            allocations=self.allocations,
-        )
-
 
 def simulate(cluster: SchedCluster, jobs: JobTable, policy: str | Policy = "backfill", *,
              placement: str = "first-fit", failures: FailureEvents | None = None,
