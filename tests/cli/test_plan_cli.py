@@ -7,7 +7,7 @@ import json
 import pytest
 from tests.conftest import EXAMPLES, run_cli
 
-# 128 x DGX H100 at 10.2 kW maximum (network_anchors f) plus the DGX SuperPOD H100 4-SU network:
+# 128 x DGX H100 at 10.2 kW maximum (NVIDIA DGX H100 User Guide) plus the DGX SuperPOD H100 4-SU network:
 # 32 leaf + 16 spine QM9700 at 1.72 kW, and 1,024 node-leaf + 1,024 leaf-spine optical links whose
 # 3,072 switch-side 400G port ends draw 8.5 W each (17 W per twin-port OSFP).
 REFERENCE_IT_KW = 128 * 10.2 + 48 * 1.72 + 3072 * 8.5 / 1000

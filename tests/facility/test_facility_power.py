@@ -8,7 +8,7 @@ from clustertwin import catalog, specs
 from clustertwin.errors import SpecError
 from clustertwin.facility import NetworkInventory, assess, it_power, rack_layout, transceiver_power_w
 
-# DGX H100 maximum system power (NVIDIA, via network_anchors f) and the DGX SuperPOD H100 network for
+# DGX H100 maximum system power (NVIDIA DGX H100 User Guide) and the DGX SuperPOD H100 network for
 # 4 scalable units (RA Table 4: 32 leaf + 16 spine Quantum-2 QM9700 switches).
 DGX_H100_KW = 10.2
 SUPERPOD_4SU_SWITCHES = 32 + 16

@@ -9,8 +9,8 @@ from __future__ import annotations
 # --- cooling thresholds (kW per rack) -------------------------------------------------------------
 
 AIR_MAINSTREAM_MAX_KW_PER_RACK = 15.0
-"""Upper end of what mainstream air-cooled data halls handle, kW/rack (network_anchors f: "mainstream
-data centres 10-15 kW/rack; traditional 5-15 kW")."""
+"""Upper end of what mainstream air-cooled data halls handle, kW/rack (secondary data-centre
+industry surveys: "mainstream data centres 10-15 kW/rack; traditional 5-15 kW"; estimate)."""
 
 AIR_RDHX_MAX_KW_PER_RACK = 40.0
 """Upper end of air cooling assisted by rear-door heat exchangers, kW/rack. Sources: air with perfect
@@ -30,7 +30,7 @@ estimate)."""
 
 PUE_LIQUID = 1.15
 """Default PUE of a direct-liquid-cooled hall (FacilitySpec docs; liquid-cooled AI target < 1.25 and
-Germany's EnEfG <= 1.2 for new sites, network_anchors f)."""
+Germany's EnEfG <= 1.2 for new sites, Energieeffizienzgesetz 2023 section 11)."""
 
 # --- network optics ---------------------------------------------------------------------------------
 
@@ -63,8 +63,8 @@ FACILITY_LIFETIME_YEARS = 15.0
 electrical plant is typically depreciated over 15-20 years)."""
 
 SUPPORT_FRACTION_PER_YEAR = 0.20
-"""Hardware support contract per year as a fraction of the server price (network_anchors f: "DGX H100
-~$199k list + ~20%/yr support")."""
+"""Hardware support contract per year as a fraction of the server price (public DGX H100
+price reports: "~$199k list + ~20%/yr support"; estimate)."""
 
 STORAGE_GB_PER_S_PER_GPU_GUIDANCE = 1.0
 """Shared-storage read/write bandwidth per GPU below which training input/checkpoints may stall, GB/s

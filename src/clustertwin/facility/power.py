@@ -4,7 +4,7 @@
 + switch-side transceivers x P_xcvr / 1000 + storage.power_kw_per_pb x capacity_pb``
 
 * Node power is the vendor maximum system power (:attr:`NodeSpec.system_power_kw`: DGX H100 10.2 kW,
-  network_anchors f). It already includes the node's NICs and the optics plugged into the node, so
+  NVIDIA DGX H100 User Guide, system specifications). It already includes the node's NICs and the optics plugged into the node, so
   those are reported (``nics_kw_within_nodes``) but not added again.
 * Switch power is the catalog's per-box figure; transceivers in switch ports are added on top at
   ``P_xcvr = max(TRANSCEIVER_MIN_W, port Gbit/s x TRANSCEIVER_W_PER_GBIT)`` (17 W per twin-port 800G

@@ -1,7 +1,7 @@
 """Checkpoint size, write/load time, and the optimal checkpoint interval (Young 1974, Daly 2006).
 
 Size: parameters × 14 bytes (16-bit weights 2 B + fp32 master weights 4 B + Adam m and v 8 B), the
-BLOOM checkpoint convention (train_anchors.md). Write and load: the checkpoint is sharded over every
+BLOOM checkpoint convention (BigScience, BLOOM 176B training notes, arXiv 2211.05100). Write and load: the checkpoint is sharded over every
 node of the job (distributed checkpointing), so the aggregate bandwidth is the storage system's,
 capped by the nodes' own storage links: ``bw = min(storage_gb_per_s, nodes × node_gb_per_s)``.
 
