@@ -26,6 +26,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from clustertwin.infer.simulate import prefill_batch
+
 
 class Replica:
     """State of one replica; ``advance_to(t)`` runs it until its clock reaches ``t`` or it is idle."""
@@ -193,26 +195,7 @@ class Replica:
                 self.next_change = self.now
                 return
             budget = max(0, self.max_tokens - B)
-            P = 0
-            pfa = 0.0
-            finished: list[int] = []
-            for item in self.prefilling:
-                if budget <= 0:
-                    break
-                r, rem = item
-                if self.chunked:
-                    take = rem if rem <= budget else budget
-                elif rem <= budget or (P == 0 and B == 0) or (P == 0 and rem > self.max_tokens):
-                    take = rem
-                else:
-                    break
-                done_tok = isl[r] - rem
-                pfa += take * (done_tok + take / 2.0)
-                P += take
-                budget -= take
-                item[1] = rem - take
-                if item[1] == 0:
-                    finished.append(r)
+            P, pfa, finished = prefill_batch(self.prefilling, budget, B, self.chunked, self.max_tokens, isl)
             for _ in finished:  # prompts finish in FCFS order: they are the head of the queue
                 self.prefilling.popleft()
             lg = B + len(finished)

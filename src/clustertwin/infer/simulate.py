@@ -177,28 +177,7 @@ def _run_replica(step, arrivals: np.ndarray, isl: np.ndarray, osl: np.ndarray, *
             break
         # batch: one token per decoding sequence + prefill chunks within the token budget
         budget = max(0, max_tokens - B)
-        P = 0
-        pfa = 0.0
-        finished_prefill: list[int] = []
-        for item in prefilling:
-            if budget <= 0:
-                break
-            r, rem = item
-            if chunked:
-                take = rem if rem <= budget else budget
-            elif rem <= budget or (P == 0 and B == 0):
-                take = rem
-            elif P == 0 and rem > max_tokens:
-                take = rem  # an over-long prompt runs alone rather than never
-            else:
-                break
-            done_tok = isl_l[r] - rem
-            pfa += take * (done_tok + take / 2.0)
-            P += take
-            budget -= take
-            item[1] = rem - take
-            if item[1] == 0:
-                finished_prefill.append(r)
+        P, pfa, finished_prefill = prefill_batch(prefilling, budget, B, chunked, max_tokens, isl_l)
         if finished_prefill:
             prefilling = [x for x in prefilling if x[1] > 0]
         dt = step(B, ctx, P, pfa, B + len(finished_prefill))
@@ -313,3 +292,34 @@ def simulate(dep: Deployment, workload: Workload, *, chunked_prefill: bool = Tru
                      "chunked_prefill": chunked_prefill, "disaggregated": disaggregated,
                      "kv_transfer_ms_mean": transfer * 1e3}
     return res
+
+
+def prefill_batch(prefilling: Any, budget: int, decoding: int, chunked: bool, max_tokens: int,
+                  isl: list[int]) -> tuple[int, float, list[int]]:
+    """Prefill tokens that join one iteration's batch, in FCFS order, within ``budget`` tokens.
+
+    ``prefilling`` holds ``[request, remaining_tokens]`` items and is updated in place. Chunked prefill
+    takes ``min(remaining, budget)`` of each prompt (vLLM/Sarathi chunked prefill); unchunked prefill takes
+    whole prompts while they fit, and an over-long prompt runs alone rather than never. Returns the prefill
+    tokens ``P``, the attention work ``sum take x (done + take/2)`` (tokens x context attended) and the
+    requests whose prefill finished in this iteration."""
+    P = 0
+    pfa = 0.0
+    finished: list[int] = []
+    for item in prefilling:
+        if budget <= 0:
+            break
+        r, rem = item
+        if chunked:
+            take = rem if rem <= budget else budget
+        elif rem <= budget or (P == 0 and decoding == 0) or (P == 0 and rem > max_tokens):
+            take = rem
+        else:
+            break
+        pfa += take * (isl[r] - rem + take / 2.0)
+        P += take
+        budget -= take
+        item[1] = rem - take
+        if item[1] == 0:
+            finished.append(r)
+    return P, pfa, finished

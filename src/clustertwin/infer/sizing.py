@@ -52,6 +52,19 @@ PUE = 1.3
 FALLBACK_USD_PER_GPU_HOUR = 2.5
 
 
+def checked_candidates(nodes: list[NodeSpec], precisions: list[str] | None) -> list[str]:
+    """The weight precisions to try (default bf16 and fp8), after checking there is a node type to size
+    with and every precision is one the roofline knows; bad input raises :class:`SpecError`."""
+    if not nodes:
+        raise SpecError("no node types to size with", path=("node",))
+    precisions = precisions or ["bf16", "fp8"]
+    for pr in precisions:
+        if pr not in WEIGHT_PRECISIONS:
+            raise SpecError(f"unsupported precision '{pr}' (choose from {', '.join(WEIGHT_PRECISIONS)})",
+                            path=("precision",))
+    return precisions
+
+
 def usd_per_gpu_hour(node: NodeSpec) -> float:
     """Capital (node or GPU price over ``AMORTIZATION_YEARS``) plus energy (node power share × PUE ×
     ``USD_PER_KWH``) per GPU-hour; ``FALLBACK_USD_PER_GPU_HOUR`` when no price is known."""
@@ -232,14 +245,8 @@ def size(model: ModelSpec, nodes: list[NodeSpec], *, qps: float, input_len: int,
         raise SpecError("percentile must be in [0.5, 1)", path=("percentile",))
     if input_len < 1 or output_len < 1:
         raise SpecError("input_len and output_len must be >= 1", path=("input_len",))
-    if not nodes:
-        raise SpecError("no node types to size with", path=("node",))
     p = InferParams.resolve(calibration, params)
-    precisions = precisions or ["bf16", "fp8"]
-    for pr in precisions:
-        if pr not in WEIGHT_PRECISIONS:
-            raise SpecError(f"unsupported precision '{pr}' (choose from {', '.join(WEIGHT_PRECISIONS)})",
-                            path=("precision",))
+    precisions = checked_candidates(nodes, precisions)
     out_tok_per_h = qps * output_len * units.HOUR_S / 1e6
     cands: list[Candidate] = []
     for node in nodes:

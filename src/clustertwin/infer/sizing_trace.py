@@ -29,8 +29,8 @@ from clustertwin.errors import SpecError
 from clustertwin.infer import inputs
 from clustertwin.infer.fleet import FleetPolicy, simulate_fleet
 from clustertwin.infer.params import InferParams
-from clustertwin.infer.roofline import WEIGHT_PRECISIONS, Deployment
-from clustertwin.infer.sizing import replica_capacity, usd_per_gpu_hour
+from clustertwin.infer.roofline import Deployment
+from clustertwin.infer.sizing import checked_candidates, replica_capacity, usd_per_gpu_hour
 from clustertwin.infer.traces import RequestTrace
 from clustertwin.specs.calibration import Calibration
 from clustertwin.specs.model import ModelSpec
@@ -131,16 +131,10 @@ def size_for_trace(model: ModelSpec, nodes: list[NodeSpec], trace: RequestTrace,
     inputs.positive("slo_tpot_ms", slo_tpot_ms)
     inputs.positive("usd_per_gpu_hour", usd_per_gpu_hour_override)
     inputs.fraction("attainment", attainment)
-    if not nodes:
-        raise SpecError("no node types to size with", path=("node",))
+    precisions = checked_candidates(nodes, precisions)
     if len(trace) < 2 or trace.duration_s <= 0:
         raise SpecError("sizing needs a trace of at least two requests spread over time")
     p = InferParams.resolve(calibration, params)
-    precisions = precisions or ["bf16", "fp8"]
-    for pr in precisions:
-        if pr not in WEIGHT_PRECISIONS:
-            raise SpecError(f"unsupported precision '{pr}' (choose from {', '.join(WEIGHT_PRECISIONS)})",
-                            path=("precision",))
     isl = max(1, round(float(trace.input_len.mean())))
     osl = max(1, round(float(trace.output_len.mean())))
     need = int((trace.input_len + trace.output_len).max())

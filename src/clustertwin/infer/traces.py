@@ -256,16 +256,24 @@ def _read_csv(path: Path, fmt: str, required: tuple[str, ...]) -> RequestTrace:
         except ValueError as e:
             rep.add_bad(line_no, str(e))
             continue
-        if b == 0:
-            rep.excluded["failed request (0 output tokens)"] += 1
-            continue
-        if a == 0:
-            rep.excluded["empty prompt (0 input tokens)"] += 1
+        if _excluded(rep, a, b):
             continue
         arr.append(t)
         isl.append(a)
         osl.append(b)
     return _finish(rep, arr, isl, osl, None)
+
+
+def _excluded(rep: TraceReport, input_tokens: int, output_tokens: int) -> bool:
+    """Count and skip requests that did no serving work: 0 output tokens (a failed request) or an empty
+    prompt. They are excluded by cause in the report, never dropped silently."""
+    if output_tokens == 0:
+        rep.excluded["failed request (0 output tokens)"] += 1
+        return True
+    if input_tokens == 0:
+        rep.excluded["empty prompt (0 input tokens)"] += 1
+        return True
+    return False
 
 
 def _finish(rep: TraceReport, arr: array, isl: array, osl: array,
@@ -322,11 +330,7 @@ def read_mooncake(path: str | Path) -> RequestTrace:
         except (TypeError, ValueError) as e:
             rep.add_bad(line_no, str(e))
             continue
-        if b == 0:
-            rep.excluded["failed request (0 output tokens)"] += 1
-            continue
-        if a == 0:
-            rep.excluded["empty prompt (0 input tokens)"] += 1
+        if _excluded(rep, a, b):
             continue
         arr.append(t / 1e3)
         isl.append(a)
