@@ -82,9 +82,9 @@ def test_every_catalog_model_reads_back_from_megatron_and_nemo(ref):
     p = specs.ParallelismSpec(tp=1, pp=1, dp=8, global_batch=64, ep=m.moe.experts if m.moe else 1)
     p = p.model_copy(update={"ep": 1})
     want = architecture(m)
-    if want.moe is not None and want.moe.node_groups:
-        # node-limited routing (DeepSeek-V3: 4 nodes per token) needs Megatron's --moe-router-num-groups, a
-        # group count the model spec does not carry, so the generated job leaves it out (docs/deploy.md)
+    if want.moe is not None and want.moe.node_groups and not want.moe.router_groups:
+        # node-limited routing without a router group count is a property of the twin's dispatch model only:
+        # Megatron needs --moe-router-num-groups, so the job leaves it out (docs/deploy.md)
         want = dataclasses.replace(want, moe=want.moe.model_copy(update={"node_groups": None}))
     assert rb.megatron(megatron_args(m, p, "c")[0]).arch == want
     if m.mla_kv_lora_rank is None:
@@ -160,3 +160,21 @@ def test_nemo_overrides_are_hydra_key_values():
     assert "model.normalization=RMSNorm" in ov and "model.rotary_base=500000" in ov
     assert "ddp.use_distributed_optimizer=true" in ov
     assert env[0][0] == "CUDA_DEVICE_MAX_CONNECTIONS"
+
+
+def test_deepseek_v3_group_limited_routing_and_capacity_reach_the_job():
+    """DeepSeek-V3 routes each token to 4 of 8 expert groups (config.json n_group 8, topk_group 4)."""
+    m = model("deepseek-v3")
+    p = specs.ParallelismSpec(tp=1, pp=1, dp=64, ep=64, global_batch=64)
+    args = megatron_args(m, p, "c")[0]
+    assert args[args.index("--moe-router-num-groups") + 1] == "8"
+    assert args[args.index("--moe-router-group-topk") + 1] == "4"
+    assert rb.megatron(args).arch.moe == architecture(m).moe
+    dropping = m.model_copy(update={"moe": m.moe.model_copy(update={"capacity_factor": 1.25})})
+    args = megatron_args(dropping, p, "c")[0]
+    assert args[args.index("--moe-expert-capacity-factor") + 1] == "1.25"
+    assert rb.megatron(args).arch.moe.capacity_factor == 1.25
+    ov = nemo_overrides(dropping, p, "c")[0]
+    assert "model.moe_router_num_groups=8" in ov and "model.moe_expert_capacity_factor=1.25" in ov
+    with pytest.raises(ValueError, match="does not divide"):
+        specs.MoESpec(experts=256, top_k=8, expert_ffn_hidden=2048, node_groups=4, router_groups=6)

@@ -32,6 +32,12 @@ DpOpt = Annotated[int | None, typer.Option("--dp", help="Data-parallel degree (d
 CpOpt = Annotated[int | None, typer.Option("--cp", help="Context-parallel degree.")]
 EpOpt = Annotated[int | None, typer.Option("--ep", help="Expert-parallel degree.")]
 VppOpt = Annotated[int | None, typer.Option("--vpp", help="Virtual pipeline chunks per stage.")]
+FirstOpt = Annotated[int | None, typer.Option("--first-stage-layers", help="Layers on the first pipeline stage.")]
+LastOpt = Annotated[int | None, typer.Option("--last-stage-layers", help="Layers on the last pipeline stage.")]
+EmbOpt = Annotated[bool | None, typer.Option("--embedding-in-split", help="The embedding takes a layer slot.")]
+LossOpt = Annotated[bool | None, typer.Option("--loss-in-split", help="Output layer and loss take a layer slot.")]
+PlOpt = Annotated[str | None, typer.Option("--pipeline-layout",
+                                           help="Megatron layout string, e.g. 'Et*7|(t*8|)*14t*7L'.")]
 MbsOpt = Annotated[int | None, typer.Option("--micro-batch", help="Sequences per micro-batch.")]
 GbsOpt = Annotated[int, typer.Option("--global-batch", help="Sequences per optimizer step.")]
 RecomputeOpt = Annotated[str | None, typer.Option("--recompute", help="none, selective or full.")]
@@ -63,7 +69,9 @@ TokensOpt = Annotated[float | None, typer.Option("--tokens", help="Token budget 
 NoPredictOpt = Annotated[bool, typer.Option("--no-predict", help="Leave the twin's prediction out of the header.")]
 OutOpt = Annotated[Path | None, typer.Option("--output", "-o", help="Write to FILE instead of stdout.")]
 
-LAYOUT_FLAGS = ("tp", "pp", "cp", "ep", "vpp", "micro_batch", "recompute", "zero", "sequence_parallel")
+LAYOUT_FLAGS = ("tp", "pp", "cp", "ep", "vpp", "micro_batch", "recompute", "zero", "sequence_parallel",
+                "first_stage_layers", "last_stage_layers", "embedding_in_split", "loss_in_split", "pipeline_layout")
+"""Options that are fields of the layout (ParallelismSpec); each command reads them from its arguments."""
 
 
 def _layout(cluster: ClusterSpec, model: ModelSpec, given: dict[str, Any], *, dp: int | None, gpus: int | None,
@@ -140,6 +148,8 @@ def slurm_command(
     tp: TpOpt = None, pp: PpOpt = None, dp: DpOpt = None, cp: CpOpt = None, ep: EpOpt = None, vpp: VppOpt = None,
     micro_batch: MbsOpt = None, recompute: RecomputeOpt = None, zero: ZeroOpt = None,
     sequence_parallel: SpOpt = None, precision: PrecisionOpt = "bf16", gpus: GpusOpt = None,
+    first_stage_layers: FirstOpt = None, last_stage_layers: LastOpt = None, embedding_in_split: EmbOpt = None,
+    loss_in_split: LossOpt = None, pipeline_layout: PlOpt = None,
     from_search: SearchOpt = False,
     script: ScriptOpt = "train.py", job_name: NameOpt = "clustertwin-train", flags: FlagsOpt = "megatron",
     device: DeviceOpt = "gpu", cpu_procs: CpuProcsOpt = 2, gpus_per_host: GphOpt = None,
@@ -164,8 +174,7 @@ def slurm_command(
 ) -> None:
     """An sbatch script: srun + torchrun across the nodes, NCCL for the fabric, requeue and
     checkpoint-on-preempt, and the predicted step time, memory and time-to-train in its header."""
-    layout = dict(tp=tp, pp=pp, cp=cp, ep=ep, vpp=vpp, micro_batch=micro_batch, recompute=recompute, zero=zero,
-                  sequence_parallel=sequence_parallel)
+    layout = {k: v for k, v in locals().items() if k in LAYOUT_FLAGS}
     opts = dict(script=script, job_name=job_name, flags=flags, device=device, cpu_procs_per_host=cpu_procs,
                 gpus_per_host=gpus_per_host, checkpoint_dir=checkpoint_dir, ib_hca=ib_hca,
                 socket_ifname=socket_ifname, gid_index=gid_index, traffic_class=traffic_class,
@@ -186,6 +195,8 @@ def k8s_command(
     tp: TpOpt = None, pp: PpOpt = None, dp: DpOpt = None, cp: CpOpt = None, ep: EpOpt = None, vpp: VppOpt = None,
     micro_batch: MbsOpt = None, recompute: RecomputeOpt = None, zero: ZeroOpt = None,
     sequence_parallel: SpOpt = None, precision: PrecisionOpt = "bf16", gpus: GpusOpt = None,
+    first_stage_layers: FirstOpt = None, last_stage_layers: LastOpt = None, embedding_in_split: EmbOpt = None,
+    loss_in_split: LossOpt = None, pipeline_layout: PlOpt = None,
     from_search: SearchOpt = False,
     script: ScriptOpt = "train.py", job_name: NameOpt = "clustertwin-train", flags: FlagsOpt = "megatron",
     device: DeviceOpt = "gpu", cpu_procs: CpuProcsOpt = 2, gpus_per_host: GphOpt = None,
@@ -215,8 +226,7 @@ def k8s_command(
     optional Kueue queue); warns (refuses with --strict) when checkpoints have no persistent volume."""
     if kind not in KINDS:
         raise SpecError(f"--kind must be one of {', '.join(KINDS)} (got {kind!r})")
-    layout = dict(tp=tp, pp=pp, cp=cp, ep=ep, vpp=vpp, micro_batch=micro_batch, recompute=recompute, zero=zero,
-                  sequence_parallel=sequence_parallel)
+    layout = {k: v for k, v in locals().items() if k in LAYOUT_FLAGS}
     opts = dict(script=script, job_name=job_name, flags=flags, device=device, cpu_procs_per_host=cpu_procs,
                 gpus_per_host=gpus_per_host, checkpoint_dir=checkpoint_dir, ib_hca=ib_hca,
                 socket_ifname=socket_ifname, gid_index=gid_index, traffic_class=traffic_class, image=image,

@@ -295,7 +295,17 @@ class JobPlan:
         p = self.parallelism
         return (f"tp={p.tp} pp={p.pp} dp={p.dp} cp={p.cp} ep={p.ep} vpp={p.vpp} micro_batch={p.micro_batch} "
                 f"global_batch={p.global_batch} sequence_parallel={str(p.sequence_parallel).lower()} "
-                f"recompute={p.recompute} zero={p.zero} precision={p.precision}")
+                f"recompute={p.recompute} zero={p.zero} precision={p.precision}" + self._stage_plan_text())
+
+    def _stage_plan_text(self) -> str:
+        """The stage-plan fields that are set (uneven pipelines), for the header line."""
+        p = self.parallelism
+        parts = [f"first_stage_layers={p.first_stage_layers}" if p.first_stage_layers else "",
+                 f"last_stage_layers={p.last_stage_layers}" if p.last_stage_layers else "",
+                 "embedding_in_split=true" if p.embedding_in_split else "",
+                 "loss_in_split=true" if p.loss_in_split else "",
+                 f"pipeline_layout={comment_safe(p.pipeline_layout)}" if p.pipeline_layout else ""]
+        return "".join(f" {x}" for x in parts if x)
 
     def header_lines(self) -> list[str]:
         """Plain-text header: what, where, layout, prediction (every line free of control characters)."""

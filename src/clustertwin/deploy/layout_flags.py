@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from clustertwin.deploy.arch import Architecture, architecture
+from clustertwin.deploy.pipeline_flags import megatron_pipeline_args, nemo_pipeline_overrides
 from clustertwin.errors import SpecError
 from clustertwin.specs.model import ModelSpec
 from clustertwin.specs.parallelism import ParallelismSpec
@@ -75,9 +76,20 @@ TORCHTITAN_LLAMA3 = {
 
 def framework_layout(flags: str, p: ParallelismSpec, strict: bool = False) -> tuple[ParallelismSpec, list[str]]:
     """The layout the framework will run and a warning per change (``strict``: refuse instead of mapping)."""
+    warnings: list[str] = []
+    if flags == "torchtitan" and (p.first_stage_layers or p.last_stage_layers or p.embedding_in_split
+                                  or p.loss_in_split or p.pipeline_layout):
+        msg = ("torchtitan splits the layers over its pipeline stages by its own rule: the stage plan (first/last "
+               "stage layers, embedding/loss slots, layout string) is not passed and the twin predicts the "
+               "balanced plan")
+        if strict:
+            raise SpecError(f"{msg} (--strict refuses the change)", path=("parallelism", "pipeline_layout"))
+        p = p.model_copy(update={"first_stage_layers": None, "last_stage_layers": None, "embedding_in_split": False,
+                                 "loss_in_split": False, "pipeline_layout": None})
+        warnings.append(msg)
     stages = ZERO_STAGES.get(flags)
     if stages is None or stages[p.zero] == p.zero:
-        return p, []
+        return p, warnings
     z = stages[p.zero]
     name = FRAMEWORK_NAME[flags]
     why = {1: "its distributed optimizer shards optimizer states only (ZeRO-1)",
@@ -85,7 +97,7 @@ def framework_layout(flags: str, p: ParallelismSpec, strict: bool = False) -> tu
     msg = f"zero={p.zero} does not exist in {name}; the job runs zero={z}: {why}"
     if strict:
         raise SpecError(f"{msg} (--strict refuses the change; give --zero {z})", path=("parallelism", "zero"))
-    return p.model_copy(update={"zero": z}), [msg]
+    return p.model_copy(update={"zero": z}), [*warnings, msg]
 
 
 def _megatron_arch(a: Architecture) -> list[str]:
@@ -123,6 +135,11 @@ def _megatron_arch(a: Architecture) -> list[str]:
         moe_layers = a.moe.moe_layers or a.layers
         if moe_layers < a.layers:  # the first layers dense (DeepSeek-V3: 3 of 61)
             args += ["--moe-layer-freq", f"([0]*{a.layers - moe_layers}+[1]*{moe_layers})"]
+        if a.moe.router_groups and a.moe.node_groups:  # group-limited routing (DeepSeek-V3: 4 of 8 groups)
+            args += ["--moe-router-num-groups", str(a.moe.router_groups),
+                     "--moe-router-group-topk", str(a.moe.node_groups)]
+        if a.moe.capacity_factor is not None:
+            args += ["--moe-expert-capacity-factor", f"{a.moe.capacity_factor:g}"]
     return args
 
 
@@ -134,11 +151,7 @@ def megatron_args(model: ModelSpec, p: ParallelismSpec, checkpoint_dir: str) -> 
         "--pipeline-model-parallel-size", str(p.pp),
         "--context-parallel-size", str(p.cp),
     ]
-    if p.vpp > 1:
-        if model.layers % (p.pp * p.vpp):
-            raise SpecError(f"layers={model.layers} is not divisible by pp x vpp = {p.pp} x {p.vpp}",
-                            path=("parallelism", "vpp"))
-        args += ["--num-layers-per-virtual-pipeline-stage", str(model.layers // (p.pp * p.vpp))]
+    args += megatron_pipeline_args(model, p)
     if p.sequence_parallel:
         args.append("--sequence-parallel")
     args += ["--micro-batch-size", str(p.micro_batch), "--global-batch-size", str(p.global_batch)]
@@ -180,8 +193,7 @@ def nemo_overrides(model: ModelSpec, p: ParallelismSpec, checkpoint_dir: str) ->
         "model.context_parallel_size": p.cp, "model.expert_model_parallel_size": p.ep,
         "model.sequence_parallel": _b(p.sequence_parallel),
     }
-    if p.vpp > 1:
-        ov["model.virtual_pipeline_model_parallel_size"] = p.vpp
+    ov |= nemo_pipeline_overrides(model, p)
     if p.recompute != "none":
         ov["model.recompute_granularity"] = p.recompute
         if p.recompute == "full":
@@ -204,6 +216,10 @@ def nemo_overrides(model: ModelSpec, p: ParallelismSpec, checkpoint_dir: str) ->
         dense = a.layers - (a.moe.moe_layers or a.layers)
         if dense:
             ov["model.moe_layer_freq"] = "[" + ",".join(["0"] * dense + ["1"] * (a.layers - dense)) + "]"
+        if a.moe.router_groups and a.moe.node_groups:
+            ov |= {"model.moe_router_num_groups": a.moe.router_groups, "model.moe_router_group_topk": a.moe.node_groups}
+        if a.moe.capacity_factor is not None:
+            ov["model.moe_expert_capacity_factor"] = f"{a.moe.capacity_factor:g}"
     distributed = _b(p.zero == 1)
     ov |= {"train.micro_batch_size": p.micro_batch, "train.global_batch_size": p.global_batch,
            "ddp.use_distributed_optimizer": distributed, "optimizer.use_distributed_optimizer": distributed,

@@ -75,8 +75,13 @@ def megatron(args: list[str] | tuple[str, ...]) -> ReadBack:
         moe_layers = _eval_freq(str(freq)) if freq else layers
         shared = num("--moe-shared-expert-intermediate-size", 0)
         ffn_e = num("--moe-ffn-hidden-size")
+        groups = o.get("--moe-router-num-groups")
+        cf = o.get("--moe-expert-capacity-factor")
         moe = MoESpec(experts=int(str(experts)), top_k=num("--moe-router-topk", 2), expert_ffn_hidden=ffn_e,
-                      shared_experts=shared // ffn_e, moe_layers=moe_layers)
+                      shared_experts=shared // ffn_e, moe_layers=moe_layers,
+                      router_groups=None if groups is None else int(str(groups)),
+                      node_groups=None if groups is None else num("--moe-router-group-topk"),
+                      capacity_factor=None if cf is None else float(str(cf)))
     mla = "--multi-latent-attention" in o
     arch = Architecture(
         layers=layers, hidden=hidden, ffn_hidden=num("--ffn-hidden-size", 4 * hidden), heads=heads,
@@ -137,9 +142,14 @@ def nemo(overrides: list[str] | tuple[str, ...]) -> ReadBack:
         ffn_e = num("model.moe_ffn_hidden_size")
         shared = kv.get("model.moe_shared_expert_intermediate_size", "null")
         freq = kv.get("model.moe_layer_freq")
+        groups = kv.get("model.moe_router_num_groups")
+        cf = kv.get("model.moe_expert_capacity_factor")
         moe = MoESpec(experts=num("model.num_moe_experts"), top_k=num("model.moe_router_topk"),
                       expert_ffn_hidden=ffn_e, shared_experts=0 if shared == "null" else int(shared) // ffn_e,
-                      moe_layers=freq.count("1") if freq else num("model.num_layers"))
+                      moe_layers=freq.count("1") if freq else num("model.num_layers"),
+                      router_groups=None if groups is None else int(groups),
+                      node_groups=None if groups is None else num("model.moe_router_group_topk"),
+                      capacity_factor=None if cf is None else float(cf))
     arch = Architecture(
         layers=num("model.num_layers"), hidden=num("model.hidden_size"), ffn_hidden=num("model.ffn_hidden_size"),
         heads=num("model.num_attention_heads"), kv_heads=num("model.num_query_groups"),

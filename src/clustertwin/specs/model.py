@@ -28,11 +28,21 @@ class MoESpec(Spec):
     ``topk_group``); None: unlimited."""
     capacity_factor: float | None = None
     """Expert capacity as a multiple of the balanced load (tokens beyond it are dropped); None: dropless."""
+    router_groups: PositiveInt | None = None
+    """Expert groups of group-limited routing: the router picks ``node_groups`` of these groups per token,
+    then its ``top_k`` experts inside them (DeepSeek-V3: 8, ``n_group``; Megatron
+    ``--moe-router-num-groups``, one group per node of the EP group). None: no grouping in the router."""
 
     @model_validator(mode="after")
     def _check(self) -> MoESpec:
         if self.top_k > self.experts:
             raise ValueError(f"top_k={self.top_k} exceeds experts={self.experts}")
+        if self.router_groups is not None:
+            if self.experts % self.router_groups:
+                raise ValueError(f"router_groups={self.router_groups} does not divide experts={self.experts}")
+            if self.node_groups is None or self.node_groups > self.router_groups:
+                raise ValueError(f"router_groups={self.router_groups} needs node_groups (groups picked per token) "
+                                 f"between 1 and {self.router_groups}")
         if self.capacity_factor is not None and self.capacity_factor < 1.0:
             raise ValueError(f"capacity_factor={self.capacity_factor} is below 1 (the balanced load)")
         return self
