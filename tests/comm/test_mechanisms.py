@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from clustertwin.comm import CommParams, collective, expert_all_to_all
+from clustertwin.comm import DEFAULT_PARAMS, CommParams, collective, expert_all_to_all
 from clustertwin.comm.alltoall import deepep_volumes, distinct
 from clustertwin.comm.hierarchical import chunks, compose
 from clustertwin.errors import SpecError
@@ -102,3 +102,29 @@ def test_caches_are_keyed_by_value(make_cluster):
     collective(b, "all_reduce", 1.0, 32)
     assert len(model._prepared_cache) == entries
     assert span._topology(a) is span._topology(b)
+
+
+def test_send_recv_channels_follow_nccl_p2p_chunking():
+    """NCCL's calcP2pChunkSize on 8 ranks of an A100 NVSwitch node: 24 channels per peer -> 32, min 4 and
+    max 16 for 8 ranks; parts over 16 MiB (32 x 512 KiB) double the channels: 4 up to 64 MiB, 8 at
+    128 MiB, 16 from 256 MiB (the sendrecv_perf knee between 128 and 256 MiB)."""
+    from clustertwin.comm import p2p
+
+    per_peer = p2p.channels_per_peer(300 / 25)
+    assert per_peer == 32
+    lo, hi = p2p.channel_range(per_peer, 8)
+    assert (lo, hi) == (4, 16)
+    sizes = np.array([1 << 20, 64 << 20, 128 << 20, 256 << 20, 1 << 30])
+    assert p2p.p2p_channels(sizes, lo, hi, 524288, False).tolist() == [4, 4, 8, 16, 16]
+    assert p2p.p2p_channels(np.array([4096.0]), lo, hi, 524288, False).tolist() == [1]  # 64 KiB parts min
+    assert p2p.channel_range(per_peer, 2) == (16, 32)
+
+
+def test_send_recv_bandwidth_knee_on_a100(make_cluster):
+    c = make_cluster("dgx-a100-80gb", 1, fabric="ib-hdr")
+    r = collective(c, "send_recv", np.array([128 << 20, 256 << 20, 1 << 30], dtype=float), 8)
+    per_channel = DEFAULT_PARAMS.p2p_channel_link_fraction * 20.0
+    transfer = r.breakdown["transfer_s"]
+    assert (128 << 20) / transfer[0] / 1e9 == pytest.approx(8 * per_channel, rel=1e-6)
+    assert (1 << 30) / transfer[2] / 1e9 == pytest.approx(16 * per_channel, rel=1e-6)
+    assert r.algbw_gb_per_s[1] > 1.6 * r.algbw_gb_per_s[0]

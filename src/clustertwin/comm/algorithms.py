@@ -24,6 +24,7 @@ import math
 from dataclasses import dataclass, replace
 
 from clustertwin.comm import constants as C
+from clustertwin.comm import p2p
 from clustertwin.comm.latency import StepLatency, step_latency
 from clustertwin.comm.links import MESH_KINDS, NVLINK_KINDS, Links, generation, links
 from clustertwin.comm.params import CommParams
@@ -65,6 +66,9 @@ class Candidate:
     default_on: bool = True
     report_factor: float | None = None
     """busbw = algbw x this instead of nccl-tests' factor (DeepEP's bottleneck-bandwidth convention)."""
+    p2p: tuple[int, int, float, float] | None = None
+    """Send/recv on an NVSwitch node: (nChannelsMin, nChannelsMax, step bytes, GB/s per channel); the
+    size-dependent channel count of :func:`clustertwin.comm.p2p.p2p_channels` caps the bandwidth."""
 
 
 @dataclass(frozen=True)
@@ -294,8 +298,21 @@ def _chain(cx: Ctx) -> list[Candidate]:
     return out
 
 
+def _p2p_channels(cx: Ctx) -> tuple[int, int, float, float] | None:
+    """NCCL's p2p channel range on one NVSwitch node and the bandwidth of one channel (:mod:`.p2p`); None
+    elsewhere (meshes, PCIe, and multi-node groups, whose per-peer channels follow the NICs)."""
+    node = cx.cluster.node
+    if cx.nodes > 1 or node.scale_up.kind != "nvswitch" or node.scale_up_gb_per_s <= 0:
+        return None
+    links = node.scale_up_gb_per_s / C.NVLINK_LINK_RAW_GB_PER_S[cx.gen]
+    lo, hi = p2p.channel_range(p2p.channels_per_peer(links), cx.n)
+    per_channel = cx.p.p2p_channel_link_fraction * C.NVLINK_LINK_GB_PER_S[cx.gen]
+    return lo, hi, float(C.P2P_NVL_CHUNK_BYTES), per_channel
+
+
 def _send_recv(cx: Ctx) -> list[Candidate]:
     multi, lk, s = cx.nodes > 1, cx.links, cx.steps
+    chans = _p2p_channels(cx)
     out = []
     for proto in cx.protocols():
         mult, cap = _ring_protocol(cx, proto, 1.0)
@@ -303,7 +320,7 @@ def _send_recv(cx: Ctx) -> list[Candidate]:
         phys = s.launch_us + (s.net(proto) if multi else s.intra(proto))
         out.append(Candidate("direct", proto, cx.base("ring", proto) + hop, phys,
                              _inf_if(cx.ppn > 1, lk.intra_pair_gb_per_s * mult),
-                             _inf_if(multi, lk.p2p_net_gb_per_s * mult), cap))
+                             _inf_if(multi, lk.p2p_net_gb_per_s * mult), cap, p2p=chans))
     return out
 
 

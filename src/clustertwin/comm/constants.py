@@ -113,3 +113,21 @@ PAT_LOG_LATENCY_DIVISOR: Final = 3.5
 
 PLATEAU_MIN_BYTES_PER_CHANNEL_RANK: Final = 64
 """NCCL applies the ring plateau latency factor once bytes / (channels x ranks) >= 64 (tuning.cc)."""
+
+NVLINK_LINK_GB_PER_S: Final[dict[str, float]] = {
+    "volta": 20.0, "ampere": 20.0, "hopper": 20.6, "blackwell": 40.1,
+}
+"""NCCL's bandwidth of one NVLink link, GB/s, by generation (topo.h ``SM70/SM80/SM90/SM100_NVLINK_BW``)."""
+
+NVLINK_LINK_RAW_GB_PER_S: Final[dict[str, float]] = {
+    "volta": 25.0, "ampere": 25.0, "hopper": 25.0, "blackwell": 50.0,
+}
+"""Line rate of one NVLink link per direction, GB/s (NVLink 2-4: 25; NVLink 5: 50); the scale-up bandwidth
+divided by this is the link count NCCL sees (A100 12, H100 18, B200 18)."""
+
+P2P_MAX_CHANNELS: Final = 32
+"""p2p channels of a communicator (``comm->p2pnChannels``: the collective channel count, <= MAXCHANNELS 32,
+rounded up to a power of two; 32 on NVSwitch nodes)."""
+
+P2P_NVL_CHUNK_BYTES: Final = 524288
+"""p2p step size over NVLink (``NCCL_P2P_NVL_CHUNKSIZE`` default 512 KiB)."""

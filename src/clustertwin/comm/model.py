@@ -31,6 +31,7 @@ from clustertwin.comm import constants as C
 from clustertwin.comm.algorithms import Candidate, Ctx, candidates, context
 from clustertwin.comm.hierarchical import chunks, compose, fill_s
 from clustertwin.comm.links import Links, links
+from clustertwin.comm.p2p import p2p_channels
 from clustertwin.comm.params import DEFAULT_PARAMS, CommParams
 from clustertwin.comm.placement import Placement, explicit_placement
 from clustertwin.comm.result import CollectiveResult, busbw_factor
@@ -229,6 +230,11 @@ def evaluate(cx: Ctx, cands: Sequence[Candidate], size: np.ndarray) -> Collectiv
     phased = np.array([c.phased for c in cands])[:, None]
     link_all = np.where(phased, compose(intra_all, inter_all, k), np.maximum(intra_all, inter_all))
     transfer_all = np.maximum(link_all, _bytes_over(size[None, :], cap[:, None]))
+    for i, c in enumerate(cands):
+        if c.p2p is not None:  # send/recv: NCCL's channels for this size x the bandwidth of one channel
+            lo, hi, step, per_channel = c.p2p
+            ch_bw = p2p_channels(size, lo, hi, step, cx.nodes > 1) * per_channel
+            transfer_all[i] = np.maximum(transfer_all[i], _bytes_over(size, ch_bw))
     depth = np.array([c.depth for c in cands], dtype=float)[:, None]
     scale = cx.p.blackwell_hop_scale if cx.gen == "blackwell" else 1.0
     transfer_all = transfer_all + fill_s(size[None, :], depth, phys_bw[:, None], cx.p, scale)

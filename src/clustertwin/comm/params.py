@@ -131,6 +131,12 @@ class CommParams(BaseModel):
     nvls_fill_stages: NonNeg = 1.23
     """The same fill for a two-stage pipeline (single-node NVLS: reduce, then multicast), x
     ``blackwell_hop_scale`` on NVLink 5 (fitted: Hopper ~1.2 stages, Blackwell ~3.3)."""
+    p2p_channel_link_fraction: Fraction = 0.665
+    """Bandwidth one p2p channel (one CTA copying through NVLink) moves, as a fraction of one NVLink link's
+    NCCL bandwidth (``constants.NVLINK_LINK_GB_PER_S``: 20 GB/s on A100 -> 13.3 GB/s per channel). NCCL
+    splits a send/recv over 4-32 channels by size (:func:`clustertwin.comm.p2p.p2p_channels`), so
+    moderate messages run on fewer CTAs than the link needs. Fitted on validation/collective_tables.yaml
+    (8x A100 sendrecv_perf: 110.8 GB/s at 128 MiB on 8 channels, 195 GB/s at 1 GiB on 16)."""
     deepep_ll_overhead_us: NonNeg = 30.0
     """DeepEP low-latency kernels: fixed cost beyond launch and data (IBGDA atomics for the per-expert
     counters, the receiver's spin on them, the round trip), ~30-40 µs from DeepEP's V1 tables (EP8-256)."""
