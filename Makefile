@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 CT := $(BIN)/clustertwin
 
-.PHONY: demo test lint bench venv dev-venv clean
+.PHONY: demo test lint bench docs-check venv dev-venv clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -19,11 +19,14 @@ demo: venv
 	$(CT) plan
 
 lint: dev-venv
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks tools
 
 test: dev-venv
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks tools
 	$(BIN)/pytest -q -n 2
+
+docs-check: dev-venv
+	$(BIN)/python tools/check_doc_examples.py
 
 bench: dev-venv
 	$(BIN)/pytest -q benchmarks --benchmark-only -p no:xdist
