@@ -105,7 +105,7 @@ def test_stack_features_limit_search_and_estimate():
         estimate(m, c, specs.ParallelismSpec(tp=2, dp=16, global_batch=256, sequence_parallel=True,
                                              software_stack="megatron-2021"))
     with pytest.raises(SpecError, match="did you mean 'nemo-2025'"):
-        estimate(m, c, specs.ParallelismSpec(dp=32, global_batch=256, software_stack="nemo-2024"))
+        estimate(m, c, specs.ParallelismSpec(dp=32, global_batch=256, software_stack="nemo-2026"))
 
 
 def test_resolver_is_the_one_place_of_layout_defaults():
@@ -158,3 +158,24 @@ def test_megatron_layout_strings():
     by_fields = estimate(m, c, specs.ParallelismSpec(**base, first_stage_layers=7, last_stage_layers=7))
     assert by_string.step_time_s == pytest.approx(by_fields.step_time_s, rel=1e-12)
     assert by_string.layout["pipeline_layout"] == "Et*7|(t*8|)*14t*7L"
+
+
+def test_fa3_class_attention_is_a_stack_feature_on_hopper_only():
+    """The stack's fused-attention generation sets the attention core's rate: FlashAttention-3 / cuDNN 9
+    class kernels (nemo-2024+, megatron-bridge) run attention_fa3_ratio x the FA2-class rate on Hopper;
+    Blackwell keeps the FA2-class rate; nothing else in the step changes."""
+    from clustertwin.train.params import DEFAULT_PARAMS
+    from clustertwin.train.stack import STACKS, stack_for_source
+
+    m = catalog.get("model", "llama3-8b")
+    par = {"tp": 1, "dp": 8, "global_batch": 64, "precision": "bf16"}
+    for node, faster in (("dgx-h100", True), ("dgx-b200", False)):
+        c = specs.load(specs.ClusterSpec, {"node": node, "nodes": 1})
+        old = estimate(m, c, specs.ParallelismSpec(**par, software_stack="megatron-core-2024"))
+        new = estimate(m, c, specs.ParallelismSpec(**par, software_stack="nemo-2024"))
+        assert (new.step_time_s < old.step_time_s * 0.97) is faster
+        assert faster or new.step_time_s == pytest.approx(old.step_time_s, rel=1e-9)
+    assert 1.5 <= DEFAULT_PARAMS.attention_fa3_ratio <= 2.0  # Shah et al. 2024: 1.5-2.0x forward
+    assert STACKS["torchtitan-2024"].fused_attention_gen == 2 and not STACKS["torchtitan-2024"].tp_comm_overlap
+    assert stack_for_source("MLCommons MLPerf Training v4.1 closed-division result logs") == "nemo-2024"
+    assert stack_for_source("PyTorch torchtitan team, benchmarks/llama3_h100_202412_torchtitan.md") == "torchtitan-2024"
