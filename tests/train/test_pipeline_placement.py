@@ -179,3 +179,20 @@ def test_fa3_class_attention_is_a_stack_feature_on_hopper_only():
     assert STACKS["torchtitan-2024"].fused_attention_gen == 2 and not STACKS["torchtitan-2024"].tp_comm_overlap
     assert stack_for_source("MLCommons MLPerf Training v4.1 closed-division result logs") == "nemo-2024"
     assert stack_for_source("PyTorch torchtitan team, benchmarks/llama3_h100_202412_torchtitan.md") == "torchtitan-2024"
+
+
+def test_torchtitan_2024_pipeline_defaults_fill_unstated_fields():
+    """torchtitan's 2024 defaults (pipeline_parallel_schedule 1F1B, pipeline_parallel_microbatches = stages)
+    fill a case's unstated pipeline fields; a stated field is kept."""
+    from clustertwin.train.validation import evaluate
+
+    case = {"model": "llama3-405b", "cluster": {"node": "hgx-h100-roce", "nodes": 64},
+            "source": "PyTorch torchtitan team, benchmarks/llama3_h100_202412_torchtitan.md",
+            "parallelism": {"tp": 8, "pp": 8, "dp": 8, "global_batch": 256, "recompute": "full", "zero": 3,
+                            "precision": "fp8"}}
+    lay = evaluate(case)["layout"]
+    assert lay["vpp"] == 1 and lay["micro_batch"] == 256 // (8 * 8)
+    case["parallelism"]["micro_batch"] = 1
+    assert evaluate(case)["layout"]["micro_batch"] == 1
+    case["source"] = "somewhere else"
+    assert evaluate(case)["layout"]["vpp"] > 1  # the search's best: interleaved

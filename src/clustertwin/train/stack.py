@@ -83,6 +83,10 @@ class Stack:
     """dispatch/combine overlap modes it runs (:data:`clustertwin.train.moe.MOE_OVERLAPS`)"""
     moe_force_balanced: bool = False
     """benchmark recipes force-balance the router (``moe_router_force_load_balancing``)"""
+    pp_framework_defaults: bool = False
+    """pipeline fields a run leaves unstated take the framework's defaults (torchtitan 2024:
+    ``pipeline_parallel_schedule = "1F1B"``, so vpp 1, and ``pipeline_parallel_microbatches`` = the number
+    of stages); else the validate runner searches them (:func:`clustertwin.train.validation.predict`)"""
     fused_attention_gen: int = 2
     """generation of the fused attention kernels (:func:`clustertwin.train.attention.attention_rate`): 2 =
     FlashAttention-2 class (TE 1.x, 2023-24), 3 = FlashAttention-3 / cuDNN 9 class (warp-specialised, TMA,
@@ -108,7 +112,8 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
     _MEGATRON_2021, _MEGATRON_2022, _DEEPSPEED_2022, _MCORE_2024,
     replace(_MCORE_2024, name="nemo-2024", year=2024, fused_attention_gen=3),
     replace(_MCORE_2024, name="nemo-2025", year=2025, fused_attention_gen=3),
-    replace(_MCORE_2024, name="torchtitan-2024", year=2024, zero_stages=(0, 3), tp_comm_overlap=False),
+    replace(_MCORE_2024, name="torchtitan-2024", year=2024, zero_stages=(0, 3), tp_comm_overlap=False,
+            pp_framework_defaults=True),
     replace(_MCORE_2024, name="torchtitan-2025", year=2025, zero_stages=(0, 3)),
     replace(_MCORE_2024, name="megatron-bridge-2025", year=2025, causal_flops=True, fused_attention_gen=3, moe_dispatcher="flex",
             moe_overlaps=("none", "shared_expert"), moe_force_balanced=True),
