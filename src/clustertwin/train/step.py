@@ -34,7 +34,7 @@ from clustertwin.train.attention import KERNELS_FLASH_ATTENTION, attention_core,
 from clustertwin.train.breakdown import BREAKDOWN_KEYS, MEMORY_TERMS, StepBreakdown
 from clustertwin.train.collectives import collective_time
 from clustertwin.train.data import DEFAULT_DATASET, data_stall_time
-from clustertwin.train.gemm import Gemm
+from clustertwin.train.gemm import FP8_BYTES, Gemm
 from clustertwin.train.hardware import Hardware, hardware
 from clustertwin.train.layer import layer_compute, model_shape
 from clustertwin.train.layout import (
@@ -192,7 +192,7 @@ def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch
     dense_local, exp_local, layers_p = largest_stage(pc, plan, lay)
     dpt = data_parallel_time(dense_local, exp_local, lay.zero, m, layers_p * lt.backward, layers_p * lt.forward,
                              pipe, coll, grp.dp, grp.edp, params, st.overlap_grad_reduce, st.overlap_param_gather,
-                             hw.value_bytes)
+                             hw.value_bytes, FP8_BYTES if precision == "fp8" and st.fp8_param_gather else None)
     opt = optimizer_time(dense_local + exp_local, lay.zero, grp.dp.size, bw)
     step = pipe + stragglers + dpt.dp_s + dpt.zero3_s + opt
     data = data_stall_time(cluster, dataset, step, lay.gpus, global_batch, s)
