@@ -63,7 +63,7 @@ def test_nemo_runs():
     _report(results)
     med = statistics.median(errs)
     print(f"\nNeMo: {len(errs)} values, median |rel err| {med:.1%}")
-    assert med <= 0.07
+    assert med <= 0.05
 
 
 def test_more_runs_all_evaluate_and_dense_rows_are_close():

@@ -83,6 +83,9 @@ class Stack:
     """dispatch/combine overlap modes it runs (:data:`clustertwin.train.moe.MOE_OVERLAPS`)"""
     moe_force_balanced: bool = False
     """benchmark recipes force-balance the router (``moe_router_force_load_balancing``)"""
+    fused_cross_entropy: bool = False
+    """fused vocab-parallel cross-entropy kernel (Megatron-Core ``--cross-entropy-loss-fusion``, default in
+    the NeMo 2 and Megatron-Bridge recipes; :mod:`clustertwin.train.output_layer`)"""
     fp8_param_gather: bool = False
     """FP8 training keeps FP8 weights and gathers them in FP8, 1 byte per parameter (Transformer Engine
     ``fp8_model_init`` + Megatron ``--fp8-param-gather``: the NeMo 24.x+ and Megatron-Bridge FP8 recipes,
@@ -115,15 +118,16 @@ _MCORE_2024 = Stack("megatron-core-2024", 2024, flash_attention=True, tp_comm_ov
 STACKS: dict[str, Stack] = {s.name: s for s in (
     _MEGATRON_2021, _MEGATRON_2022, _DEEPSPEED_2022, _MCORE_2024,
     replace(_MCORE_2024, name="nemo-2024", year=2024, fused_attention_gen=3, fp8_param_gather=True),
-    replace(_MCORE_2024, name="nemo-2025", year=2025, fused_attention_gen=3, fp8_param_gather=True),
+    replace(_MCORE_2024, name="nemo-2025", year=2025, fused_attention_gen=3, fp8_param_gather=True,
+            fused_cross_entropy=True),
     replace(_MCORE_2024, name="torchtitan-2024", year=2024, zero_stages=(0, 3), tp_comm_overlap=False,
             pp_framework_defaults=True),
     replace(_MCORE_2024, name="torchtitan-2025", year=2025, zero_stages=(0, 3)),
     replace(_MCORE_2024, name="megatron-bridge-2025", year=2025, causal_flops=True, fused_attention_gen=3, fp8_param_gather=True,
-            moe_dispatcher="flex",
+            fused_cross_entropy=True, moe_dispatcher="flex",
             moe_overlaps=("none", "shared_expert"), moe_force_balanced=True),
     replace(_MCORE_2024, name="megatron-bridge-2026", year=2026, causal_flops=True, fused_attention_gen=3, fp8_param_gather=True,
-            moe_dispatcher="deepep",
+            fused_cross_entropy=True, moe_dispatcher="deepep",
             moe_overlaps=("none", "shared_expert", "a2a", "dualpipe"), moe_force_balanced=True, moe_host_sync=False),
     replace(_MCORE_2024, name="deepseek-2024", year=2024, causal_flops=True, moe_dispatcher="deepep",
             moe_overlaps=("none", "dualpipe"), interleaved=False, moe_host_sync=False),

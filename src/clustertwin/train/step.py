@@ -177,7 +177,7 @@ def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch
     m = as_float(plan.microbatches)
     layer_time = fmax(lt.gpu, lt.host) + lt.sync
     host_stall = fmax(lt.host - lt.gpu, 0.0) + lt.sync
-    ends = end_blocks(c, lay.tp, T, g, bw, params)
+    ends = end_blocks(c, lay.tp, T, g, bw, params, st.fused_cross_entropy)
     p2p_comm, p2p_host = p2p_time(lay, T, c.h, coll, grp.pp, params)
     p2p = p2p_comm + p2p_host
     pt = pipeline_time(plan, layer_time, p2p, ends.embedding_s, ends.logits_s)
