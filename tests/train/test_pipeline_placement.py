@@ -242,3 +242,20 @@ def test_fused_cross_entropy_moves_fewer_bytes_per_logit():
     fused = end_blocks(shape, 1, T, g, bw, DEFAULT_PARAMS, fused_loss=True).logits_gpu_s
     assert plain - fused == pytest.approx(T * m.vocab * (LOSS_BYTES_PER_LOGIT - FUSED_LOSS_BYTES_PER_LOGIT) / bw)
     assert STACKS["nemo-2025"].fused_cross_entropy and not STACKS["nemo-2024"].fused_cross_entropy
+
+
+def test_fp8_current_scaling_reads_each_cast_input_once_more():
+    """Per-tensor current scaling (NeMo 2 / Megatron-Bridge / torchtitan's float8) costs an amax pass over
+    every FP8 cast input: slower FP8 steps than delayed scaling, BF16 steps unchanged."""
+    from clustertwin.train.layer import FP8_RECIPE_EXTRA_BYTES
+    from clustertwin.train.stack import STACKS
+
+    assert FP8_RECIPE_EXTRA_BYTES["delayed"] == 0 < FP8_RECIPE_EXTRA_BYTES["current"]
+    assert STACKS["nemo-2024"].fp8_recipe == "delayed" and STACKS["nemo-2025"].fp8_recipe == "current"
+    m = catalog.get("model", "llama3-8b")
+    c = specs.load(specs.ClusterSpec, {"node": "dgx-b200", "nodes": 1})
+    for precision, slower in (("fp8", True), ("bf16", False)):
+        par = {"tp": 1, "dp": 8, "micro_batch": 1, "global_batch": 8, "zero": 3, "precision": precision}
+        delayed = estimate(m, c, specs.ParallelismSpec(**par, software_stack="torchtitan-2025"))
+        current = estimate(m, c, specs.ParallelismSpec(**par, software_stack="torchtitan-2024"))
+        assert (current.breakdown["compute"] > delayed.breakdown["compute"] * 1.001) is slower

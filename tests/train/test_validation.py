@@ -3,10 +3,11 @@
 Targets (issue 13) over all measured keys: train_megatron.yaml median |rel err| <= 5% and max <= 15%;
 train_vtrain_single.yaml mean <= 12% and mean Spearman (groups of the same model, GPU count and global
 batch with >= 6 layouts) >= 0.92; train_runs.yaml (GPU-hours incl. failures) within 15%; every case of
-train_more.yaml evaluates (MoE rows included); train_nemo.yaml median <= 7% (target 10%; 5.9% achieved
-with FlashAttention-3 class attention on Hopper for the 2025-26 Megatron-Bridge stacks). Bound below the
+train_more.yaml evaluates (MoE rows included); train_nemo.yaml median <= 5% (target 10%; 4.9% achieved
+with the 2025-26 Megatron-Bridge stack: FlashAttention-3 class attention on Hopper, fused cross-entropy,
+FP8 current scaling, FP8 parameter gather). Bound below the
 issue's where the model does not reach it yet, stated as the achieved figure: dense rows of train_more.yaml
-median (target 10%; 11.8% achieved: the torchtitan rows on 500 W / HBM2e H100s and the torchao rows on
+median (target 10%; 11.3% achieved: the torchtitan rows on 500 W / HBM2e H100s and the torchao rows on
 power-limited B200s run 20-140% slower than the catalog GPUs, and the MLPerf v5.1 Llama 3.1 8B B200 rows
 expose more data-parallel traffic in the model than they measured), and train_llama3.yaml every value
 within 10% with the published stage plan.
@@ -75,7 +76,7 @@ def test_more_runs_all_evaluate_and_dense_rows_are_close():
              for e in r.rel_error.values()]
     med = statistics.median(dense)
     print(f"\ntrain_more: {len(results)} cases evaluated; dense rows {len(dense)} values, median {med:.1%}")
-    assert med <= 0.12
+    assert med <= 0.115
 
 
 def test_llama3_405b_runs_with_a_stage_plan_that_fits():

@@ -83,6 +83,11 @@ class Stack:
     """dispatch/combine overlap modes it runs (:data:`clustertwin.train.moe.MOE_OVERLAPS`)"""
     moe_force_balanced: bool = False
     """benchmark recipes force-balance the router (``moe_router_force_load_balancing``)"""
+    fp8_recipe: str = "delayed"
+    """FP8 scaling recipe (:data:`clustertwin.train.layer.FP8_RECIPE_EXTRA_BYTES`): ``delayed`` (amax
+    history, TE's default through NeMo 24.x and MLPerf Training v4.1), ``current`` (per-tensor current
+    scaling: NeMo 25.x, Megatron-Bridge's fp8cs recipes, MLPerf Training v5.x, torchao's dynamic
+    tensorwise float8)"""
     fused_cross_entropy: bool = False
     """fused vocab-parallel cross-entropy kernel (Megatron-Core ``--cross-entropy-loss-fusion``, default in
     the NeMo 2 and Megatron-Bridge recipes; :mod:`clustertwin.train.output_layer`)"""
@@ -119,15 +124,15 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
     _MEGATRON_2021, _MEGATRON_2022, _DEEPSPEED_2022, _MCORE_2024,
     replace(_MCORE_2024, name="nemo-2024", year=2024, fused_attention_gen=3, fp8_param_gather=True),
     replace(_MCORE_2024, name="nemo-2025", year=2025, fused_attention_gen=3, fp8_param_gather=True,
-            fused_cross_entropy=True),
+            fused_cross_entropy=True, fp8_recipe="current"),
     replace(_MCORE_2024, name="torchtitan-2024", year=2024, zero_stages=(0, 3), tp_comm_overlap=False,
-            pp_framework_defaults=True),
+            pp_framework_defaults=True, fp8_recipe="current"),
     replace(_MCORE_2024, name="torchtitan-2025", year=2025, zero_stages=(0, 3)),
     replace(_MCORE_2024, name="megatron-bridge-2025", year=2025, causal_flops=True, fused_attention_gen=3, fp8_param_gather=True,
-            fused_cross_entropy=True, moe_dispatcher="flex",
+            fused_cross_entropy=True, fp8_recipe="current", moe_dispatcher="flex",
             moe_overlaps=("none", "shared_expert"), moe_force_balanced=True),
     replace(_MCORE_2024, name="megatron-bridge-2026", year=2026, causal_flops=True, fused_attention_gen=3, fp8_param_gather=True,
-            fused_cross_entropy=True, moe_dispatcher="deepep",
+            fused_cross_entropy=True, fp8_recipe="current", moe_dispatcher="deepep",
             moe_overlaps=("none", "shared_expert", "a2a", "dualpipe"), moe_force_balanced=True, moe_host_sync=False),
     replace(_MCORE_2024, name="deepseek-2024", year=2024, causal_flops=True, moe_dispatcher="deepep",
             moe_overlaps=("none", "dualpipe"), interleaved=False, moe_host_sync=False),

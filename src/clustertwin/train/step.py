@@ -154,7 +154,7 @@ def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch
         if share <= 0:
             continue
         ffn = ffn_cost(model, c, lay, T, g, moe, params, eg, load)
-        lc = layer_compute(c, lay, T, g, bw, precision, ffn)
+        lc = layer_compute(c, lay, T, g, bw, precision, ffn, st.fp8_recipe)
         compute = lc.fwd_s + lc.bwd_s + core.fwd_s + core.bwd_s + full_f * (lc.fwd_s + core.fwd_s) + \
             where(sel, core.fwd_s, 0.0) + where(full, 0.0, module_recompute_s(c, lay, T, g, bw, ffn, core.fwd_s, moe))
         a2a = dispatch_combine_s(model, cluster, c, lay, T, eg, st.moe_dispatcher, precision, load,
