@@ -20,7 +20,7 @@ from clustertwin.train.memory_moe import modules_code
 from clustertwin.train.moe import dualpipe_bubble_factor, pair_kernel
 from clustertwin.train.moe_layout import expert_groups, folding_valid
 from clustertwin.train.placement import ranks_per_node
-from clustertwin.train.stack import stack_for_source
+from clustertwin.train.stack import STACKS, stack_for_source
 from clustertwin.train.validation import _model
 from tests.conftest import VALIDATION, need_shared
 
@@ -76,7 +76,8 @@ def test_megatron_bridge_rows_count_the_causal_span(case_id):
 
 def test_nemo_2024_rows_and_megatron_papers_do_not_halve():
     case = next(c for c in _cases("train_more.yaml") if c["id"] == "nemo2407-h100-llama3-70b")
-    assert stack_for_source(case["source"]) is None
+    assert stack_for_source(case["source"]) == "nemo-2024"
+    assert not STACKS["nemo-2024"].causal_flops
     m = _model(case)
     assert F.flops_per_token(m, m.seq_len).model == pytest.approx(_measured_flops_per_token(case), rel=0.01)
 

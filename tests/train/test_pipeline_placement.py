@@ -105,7 +105,7 @@ def test_stack_features_limit_search_and_estimate():
         estimate(m, c, specs.ParallelismSpec(tp=2, dp=16, global_batch=256, sequence_parallel=True,
                                              software_stack="megatron-2021"))
     with pytest.raises(SpecError, match="did you mean 'nemo-2025'"):
-        estimate(m, c, specs.ParallelismSpec(dp=32, global_batch=256, software_stack="nemo-2024"))
+        estimate(m, c, specs.ParallelismSpec(dp=32, global_batch=256, software_stack="nemo-2026"))
 
 
 def test_resolver_is_the_one_place_of_layout_defaults():
@@ -158,3 +158,104 @@ def test_megatron_layout_strings():
     by_fields = estimate(m, c, specs.ParallelismSpec(**base, first_stage_layers=7, last_stage_layers=7))
     assert by_string.step_time_s == pytest.approx(by_fields.step_time_s, rel=1e-12)
     assert by_string.layout["pipeline_layout"] == "Et*7|(t*8|)*14t*7L"
+
+
+def test_fa3_class_attention_is_a_stack_feature_on_hopper_only():
+    """The stack's fused-attention generation sets the attention core's rate: FlashAttention-3 / cuDNN 9
+    class kernels (nemo-2024+, megatron-bridge) run attention_fa3_ratio x the FA2-class rate on Hopper;
+    Blackwell keeps the FA2-class rate; nothing else in the step changes."""
+    from clustertwin.train.params import DEFAULT_PARAMS
+    from clustertwin.train.stack import STACKS, stack_for_source
+
+    m = catalog.get("model", "llama3-8b")
+    par = {"tp": 1, "dp": 8, "global_batch": 64, "precision": "bf16"}
+    for node, faster in (("dgx-h100", True), ("dgx-b200", False)):
+        c = specs.load(specs.ClusterSpec, {"node": node, "nodes": 1})
+        old = estimate(m, c, specs.ParallelismSpec(**par, software_stack="megatron-core-2024"))
+        new = estimate(m, c, specs.ParallelismSpec(**par, software_stack="nemo-2024"))
+        assert (new.step_time_s < old.step_time_s * 0.97) is faster
+        assert faster or new.step_time_s == pytest.approx(old.step_time_s, rel=1e-9)
+    assert 1.5 <= DEFAULT_PARAMS.attention_fa3_ratio <= 2.0  # Shah et al. 2024: 1.5-2.0x forward
+    assert STACKS["torchtitan-2024"].fused_attention_gen == 2 and not STACKS["torchtitan-2024"].tp_comm_overlap
+    assert stack_for_source("MLCommons MLPerf Training v4.1 closed-division result logs") == "nemo-2024"
+    assert stack_for_source("PyTorch torchtitan team, benchmarks/llama3_h100_202412_torchtitan.md") == "torchtitan-2024"
+
+
+def test_torchtitan_2024_pipeline_defaults_fill_unstated_fields():
+    """torchtitan's 2024 defaults (pipeline_parallel_schedule 1F1B, pipeline_parallel_microbatches = stages)
+    fill a case's unstated pipeline fields; a stated field is kept."""
+    from clustertwin.train.validation import evaluate
+
+    case = {"model": "llama3-405b", "cluster": {"node": "hgx-h100-roce", "nodes": 64},
+            "source": "PyTorch torchtitan team, benchmarks/llama3_h100_202412_torchtitan.md",
+            "parallelism": {"tp": 8, "pp": 8, "dp": 8, "global_batch": 256, "recompute": "full", "zero": 3,
+                            "precision": "fp8"}}
+    lay = evaluate(case)["layout"]
+    assert lay["vpp"] == 1 and lay["micro_batch"] == 256 // (8 * 8)
+    case["parallelism"]["micro_batch"] = 1
+    assert evaluate(case)["layout"]["micro_batch"] == 1
+    case["source"] = "somewhere else"
+    assert evaluate(case)["layout"]["vpp"] > 1  # the search's best: interleaved
+
+
+def test_fp8_parameter_gather_halves_the_gathered_bytes():
+    """Stacks with FP8 weights (nemo-2024+, Megatron-Bridge) gather 1 byte per parameter in FP8 training:
+    less exposed DP time, same compute (Blackwell: no attention-generation difference either)."""
+    from clustertwin.train.overlap import data_parallel_time
+    from clustertwin.train.params import DEFAULT_PARAMS
+
+    m = catalog.get("model", "llama3-8b")
+    c = specs.load(specs.ClusterSpec, {"node": "dgx-b200", "nodes": 4})
+    par = {"tp": 1, "dp": 32, "micro_batch": 1, "global_batch": 32, "zero": 1, "precision": "fp8"}
+    old = estimate(m, c, specs.ParallelismSpec(**par, software_stack="megatron-core-2024"))
+    new = estimate(m, c, specs.ParallelismSpec(**par, software_stack="nemo-2024"))
+    assert new.breakdown["compute"] == pytest.approx(old.breakdown["compute"], rel=1e-9)
+    assert new.breakdown["dp_comm"] < old.breakdown["dp_comm"]
+    seen = []
+
+    def coll(op, nbytes, group):
+        seen.append((op, nbytes))
+        return 1e-3
+
+    grp = type("G", (), {"size": 8})()
+    data_parallel_time(80e6, 0.0, 1, 1, 1.0, 1.0, 1.0, coll, grp, grp, DEFAULT_PARAMS, True, True,
+                       param_bytes=1)
+    assert dict(seen)["all_gather"] * 2 == dict(seen)["reduce_scatter"]
+
+
+def test_fused_cross_entropy_moves_fewer_bytes_per_logit():
+    """The NeMo 2 / Megatron-Bridge stacks' fused vocab-parallel cross-entropy: the same logits GEMMs, 6
+    instead of 52 bytes per logit through HBM."""
+    from clustertwin.train.gemm import Gemm
+    from clustertwin.train.hardware import hardware
+    from clustertwin.train.layer import model_shape
+    from clustertwin.train.output_layer import FUSED_LOSS_BYTES_PER_LOGIT, LOSS_BYTES_PER_LOGIT, end_blocks
+    from clustertwin.train.params import DEFAULT_PARAMS
+    from clustertwin.train.stack import STACKS
+
+    m = catalog.get("model", "llama3-8b")
+    c = specs.load(specs.ClusterSpec, {"node": "dgx-h100", "nodes": 1})
+    hw = hardware(c, "bf16", DEFAULT_PARAMS)
+    g, bw, T = Gemm(hw, DEFAULT_PARAMS, "bf16"), hw.hbm_bytes_per_s * DEFAULT_PARAMS.hbm_efficiency, 8192.0
+    shape = model_shape(m, 8192)
+    plain = end_blocks(shape, 1, T, g, bw, DEFAULT_PARAMS).logits_gpu_s
+    fused = end_blocks(shape, 1, T, g, bw, DEFAULT_PARAMS, fused_loss=True).logits_gpu_s
+    assert plain - fused == pytest.approx(T * m.vocab * (LOSS_BYTES_PER_LOGIT - FUSED_LOSS_BYTES_PER_LOGIT) / bw)
+    assert STACKS["nemo-2025"].fused_cross_entropy and not STACKS["nemo-2024"].fused_cross_entropy
+
+
+def test_fp8_current_scaling_reads_each_cast_input_once_more():
+    """Per-tensor current scaling (NeMo 2 / Megatron-Bridge / torchtitan's float8) costs an amax pass over
+    every FP8 cast input: slower FP8 steps than delayed scaling, BF16 steps unchanged."""
+    from clustertwin.train.layer import FP8_RECIPE_EXTRA_BYTES
+    from clustertwin.train.stack import STACKS
+
+    assert FP8_RECIPE_EXTRA_BYTES["delayed"] == 0 < FP8_RECIPE_EXTRA_BYTES["current"]
+    assert STACKS["nemo-2024"].fp8_recipe == "delayed" and STACKS["nemo-2025"].fp8_recipe == "current"
+    m = catalog.get("model", "llama3-8b")
+    c = specs.load(specs.ClusterSpec, {"node": "dgx-b200", "nodes": 1})
+    for precision, slower in (("fp8", True), ("bf16", False)):
+        par = {"tp": 1, "dp": 8, "micro_batch": 1, "global_batch": 8, "zero": 3, "precision": precision}
+        delayed = estimate(m, c, specs.ParallelismSpec(**par, software_stack="torchtitan-2025"))
+        current = estimate(m, c, specs.ParallelismSpec(**par, software_stack="torchtitan-2024"))
+        assert (current.breakdown["compute"] > delayed.breakdown["compute"] * 1.001) is slower

@@ -3,12 +3,13 @@
 Targets (issue 13) over all measured keys: train_megatron.yaml median |rel err| <= 5% and max <= 15%;
 train_vtrain_single.yaml mean <= 12% and mean Spearman (groups of the same model, GPU count and global
 batch with >= 6 layouts) >= 0.92; train_runs.yaml (GPU-hours incl. failures) within 15%; every case of
-train_more.yaml evaluates (MoE rows included). Bounds below the issue's where the model does not reach
-it yet, stated as achieved figures: train_nemo.yaml median (target 10%; 14.8% achieved: the 2025-26
-Megatron-Bridge FP8 recipes on H100 run 15-17% faster than the model; with their FLOPs convention (the
-causal attention span, issue 14) model_tflops_per_gpu no longer offsets that by over-counting FLOPs),
-dense rows of train_more.yaml median (target 10%; 13.9% achieved: the torchtitan and torchao rows, whose
-stack the cases do not name), and train_llama3.yaml every value within 10% with the published stage plan.
+train_more.yaml evaluates (MoE rows included); train_nemo.yaml median <= 5% (target 10%; 4.9% achieved
+with the 2025-26 Megatron-Bridge stack: FlashAttention-3 class attention on Hopper, fused cross-entropy,
+FP8 current scaling, FP8 parameter gather). Bound below the
+issue's where the model does not reach it yet, stated as the achieved figure: dense rows of train_more.yaml
+median (target 10%; 11.3% achieved: the torchtitan rows on 500 W / HBM2e H100s and the torchao rows on
+power-limited B200s run 10-140% slower than the catalog GPUs; the no-CP long-sequence rows do not publish
+their layout), and train_llama3.yaml every value within 10% with the published stage plan.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ def test_nemo_runs():
     _report(results)
     med = statistics.median(errs)
     print(f"\nNeMo: {len(errs)} values, median |rel err| {med:.1%}")
-    assert med <= 0.15
+    assert med <= 0.05
 
 
 def test_more_runs_all_evaluate_and_dense_rows_are_close():
@@ -74,7 +75,7 @@ def test_more_runs_all_evaluate_and_dense_rows_are_close():
              for e in r.rel_error.values()]
     med = statistics.median(dense)
     print(f"\ntrain_more: {len(results)} cases evaluated; dense rows {len(dense)} values, median {med:.1%}")
-    assert med <= 0.14
+    assert med <= 0.115
 
 
 def test_llama3_405b_runs_with_a_stage_plan_that_fits():

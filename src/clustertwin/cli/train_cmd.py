@@ -34,7 +34,8 @@ TokensOpt = typer.Option(None, "--tokens", help="Token budget: adds days, GPU-ho
 PriceOpt = typer.Option(0.0, "--usd-per-gpu-hour", help="GPU rental price for the cost estimate.")
 StackOpt = typer.Option("auto", "--stack",
                         help="Software stack of the run: megatron-2021, megatron-2022, deepspeed-2022, "
-                             "megatron-core-2024, nemo-2025, torchtitan-2025 (te = megatron-core-2024, "
+                             "megatron-core-2024, nemo-2024, nemo-2025, torchtitan-2024, torchtitan-2025, "
+                             "megatron-bridge-2025, megatron-bridge-2026, deepseek-2024 (te = megatron-core-2024, "
                              "legacy = megatron-2022) or auto (by GPU generation).")
 PlacementOpt = typer.Option("contiguous", "--placement",
                             help="Job nodes: contiguous, scattered, random, or node indices like 0-63,128-191.")

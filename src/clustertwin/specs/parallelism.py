@@ -76,7 +76,8 @@ class ParallelismSpec(Spec):
     (None) follows ``vpp``. GPipe (all forwards, then all backwards) is not modelled."""
     software_stack: str = "auto"
     """Training software the run uses, a named preset with its feature set (``megatron-2021``,
-    ``megatron-2022``, ``deepspeed-2022``, ``megatron-core-2024``, ``nemo-2025``, ``torchtitan-2025``; ``te``
+    ``megatron-2022``, ``deepspeed-2022``, ``megatron-core-2024``, ``nemo-2024``, ``nemo-2025``, ``torchtitan-2024``, ``torchtitan-2025``,
+    ``megatron-bridge-2025``, ``megatron-bridge-2026``, ``deepseek-2024``; ``te``
     = megatron-core-2024, ``legacy`` = megatron-2022) or ``auto`` (by GPU generation,
     ``TrainParams.te_stack_min_year``). The names are checked by the training model
     (``clustertwin.train.stack``)."""

@@ -46,6 +46,13 @@ def head_dim_factor(c: ModelShape, params: TrainParams) -> float:
     return (d / (d + kh)) / (REFERENCE_HEAD_DIM / (REFERENCE_HEAD_DIM + kh))
 
 
+def attention_efficiency(hw: Hardware, params: TrainParams) -> float:
+    """Fraction of the 16-bit peak of the stack's fused attention kernels at head_dim 128:
+    ``attention_efficiency`` for FlashAttention-2 class kernels, x ``attention_fa3_ratio`` for
+    FlashAttention-3 / cuDNN-9 class kernels (``Hardware.attention_gen`` 3)."""
+    return params.attention_efficiency * (params.attention_fa3_ratio if hw.attention_gen >= 3 else 1.0)
+
+
 @dataclass
 class AttentionCore:
     """Seconds of the attention core of one layer and micro-batch, and its forward kernels."""
@@ -61,7 +68,7 @@ def attention_core(c: ModelShape, s: int, lay: Layouts, T, hw: Hardware, g: Gemm
     t = as_float(lay.tp)
     if hw.flash:
         flops = 2.0 * T * c.core_span * (c.qk + c.v) / t
-        rate = hw.peak16_flops * params.attention_efficiency * head_dim_factor(c, params)
+        rate = hw.peak16_flops * attention_efficiency(hw, params) * head_dim_factor(c, params)
         return AttentionCore(flops / rate + params.kernel_latency_s,
                              FLASH_BWD_FACTOR * flops / rate + params.kernel_latency_s, KERNELS_FLASH_ATTENTION)
     dq, dv = c.qk / c.heads, c.v / c.heads

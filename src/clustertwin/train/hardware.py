@@ -28,6 +28,8 @@ class Hardware:
     gpus_per_node: int
     tp_overlap: bool = False
     """TP communication overlapped with GEMMs (the stack's ``tp_comm_overlap``)"""
+    attention_gen: int = 2
+    """generation of the fused attention kernels (the stack's ``fused_attention_gen``)"""
     value_bytes: int = 2
     """Bytes per stored activation/gradient value: 4 for FP32/TF32 training (TF32 is a GEMM mode on FP32
     tensors), 2 for 16-bit and FP8 (mixed precision keeps 16-bit activations)."""
@@ -40,6 +42,18 @@ FULL_PRECISION = ("fp32", "tf32")
 def value_bytes(precision: str) -> int:
     """Bytes per activation/gradient value at a training precision (4 for FP32/TF32, else 2)."""
     return 4 if precision.lower() in FULL_PRECISION else 2
+
+
+#: architectures that the FlashAttention-3 class kernels target (warpgroup MMA + TMA, sm90; Shah et al. 2024)
+FA3_ARCHS = frozenset({"hopper"})
+
+
+def attention_generation(stack: Stack, arch: str) -> int:
+    """Fused-attention kernel generation a stack runs on a GPU: the stack's ``fused_attention_gen``, but
+    FlashAttention-3 class kernels (3) only on the architectures they were written and measured for
+    (:data:`FA3_ARCHS`); elsewhere FlashAttention-2 class (2)."""
+    gen = stack.fused_attention_gen
+    return gen if gen < 3 or arch.lower() in FA3_ARCHS else 2
 
 
 def hardware(cluster: ClusterSpec, precision: str, params: TrainParams, stack: Stack | None = None) -> Hardware:
@@ -62,5 +76,5 @@ def hardware(cluster: ClusterSpec, precision: str, params: TrainParams, stack: S
     st = stack or resolve_stack("auto", cluster, params)
     return Hardware(peak_flops=peak * TFLOP, peak16_flops=p16 * TFLOP, hbm_bytes_per_s=gpu.hbm_gb_per_s * GB,
                     hbm_bytes=gpu.hbm_gb * GIB, flash=st.flash_attention and not full,
-                    gpus_per_node=cluster.node.gpus, tp_overlap=st.tp_comm_overlap,
+                    gpus_per_node=cluster.node.gpus, tp_overlap=st.tp_comm_overlap, attention_gen=attention_generation(st, gpu.arch),
                     value_bytes=value_bytes(precision))

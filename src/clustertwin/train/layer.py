@@ -4,8 +4,8 @@
 * linear layers: forward, data-gradient and weight-gradient GEMMs (:class:`~clustertwin.train.gemm.Gemm`)
   of the QKV / output projections (multi-head latent attention: query, replicated KV down-projection, KV
   up-projection, output) and the dense FFN, split over TP;
-* element-wise kernels (norms, bias-dropout-residual, activations, rotary/transposes, FP8 casts, MoE
-  permutation) move bytes at ``hbm_efficiency`` x HBM bandwidth; backward moves twice the forward.
+* element-wise kernels (norms, bias-dropout-residual, activations, rotary/transposes, FP8 casts by the
+  stack's FP8 recipe, MoE permutation) move bytes at ``hbm_efficiency`` x HBM bandwidth; backward moves twice the forward.
 """
 
 from __future__ import annotations
@@ -25,8 +25,14 @@ NORM_BYTES_PER_H = 2 * 2 * BF16_BYTES
 RESIDUAL_BYTES_PER_H = 2 * (3 * BF16_BYTES + 1)
 #: QKV post-processing (bias, rotary, head transposes): read + write the q + 2kv projection
 QKV_POST_BYTES = 2 * BF16_BYTES
-#: FP8 cast of a GEMM input: read 16-bit, write 8-bit (+ the transposed copy for backward)
+#: FP8 cast of a GEMM input: read 16-bit, write 8-bit (+ the transposed copy for backward); the amax of
+#: delayed scaling is fused into the cast
 FP8_CAST_BYTES = BF16_BYTES + 2 * FP8_BYTES
+#: FP8 recipe -> extra bytes per cast element: current (per-tensor dynamic) scaling reads the 16-bit input
+#: once more for its amax before casting (Transformer Engine ``Float8CurrentScaling``, torchao's dynamic
+#: tensorwise float8); MXFP8 quantises rows and columns in separate 32-element blocks, re-reading the
+#: input for the columnwise copy
+FP8_RECIPE_EXTRA_BYTES = {"delayed": 0, "current": BF16_BYTES, "mxfp8": BF16_BYTES}
 #: kernels per transformer layer forward (Megatron GPT layer: norms, GEMMs, bias/rotary/transposes,
 #: dropout-residual)
 KERNELS_FWD_BASE = 14
@@ -109,8 +115,10 @@ def linear(g: Gemm, shapes, m, count=1.0) -> tuple[object, object]:
     return fwd, bwd
 
 
-def layer_compute(c: ModelShape, lay: Layouts, T, g: Gemm, bw: float, precision: str, ffn) -> LayerCompute:
-    """Projections, FFN (``ffn`` = :class:`moe.FfnCost` of the layer kind) and element-wise kernels."""
+def layer_compute(c: ModelShape, lay: Layouts, T, g: Gemm, bw: float, precision: str, ffn,
+                  fp8_recipe: str = "delayed") -> LayerCompute:
+    """Projections, FFN (``ffn`` = :class:`moe.FfnCost` of the layer kind) and element-wise kernels;
+    ``fp8_recipe`` (the stack's) sets the FP8 casts' traffic (:data:`FP8_RECIPE_EXTRA_BYTES`)."""
     t = as_float(lay.tp)
     fwd, bwd = linear(g, projections(c, t), T)
     fwd, bwd = fwd + ffn.fwd_s, bwd + ffn.bwd_s
@@ -120,6 +128,7 @@ def layer_compute(c: ModelShape, lay: Layouts, T, g: Gemm, bw: float, precision:
     ew = ew + T * (act_bytes + QKV_POST_BYTES * (c.qk + c.kv_pair)) / t + ffn.extra_bytes
     kernels = KERNELS_FWD_BASE + ffn.kernels
     if precision == "fp8":
-        ew = ew + T * FP8_CAST_BYTES * (2 * c.h + (c.q + ffn.f_tok) / t)
+        cast = FP8_CAST_BYTES + FP8_RECIPE_EXTRA_BYTES[fp8_recipe]
+        ew = ew + T * cast * (2 * c.h + (c.q + ffn.f_tok) / t)
         kernels = kernels + KERNELS_FP8_CASTS
     return LayerCompute(fwd_s=fwd + ew / bw, bwd_s=bwd + BWD_ELEMENTWISE_FACTOR * ew / bw, kernels=kernels)

@@ -1,7 +1,8 @@
 """The pipeline's end blocks: the output layer with its loss (last stage) and the embedding (first).
 
 * output layer: the logits GEMM (T x V/t x h, forward and backward) plus Megatron's vocab-parallel
-  cross-entropy streaming ``LOSS_BYTES_PER_LOGIT`` bytes per logit through HBM; ``KERNELS_LOGITS``
+  cross-entropy streaming ``LOSS_BYTES_PER_LOGIT`` bytes per logit through HBM
+  (``FUSED_LOSS_BYTES_PER_LOGIT`` with a stack's fused cross-entropy); ``KERNELS_LOGITS``
   host dispatches;
 * embedding: a gather of T x h 16-bit rows forward, the gradient scatter-add (read + write) backward.
 """
@@ -22,6 +23,10 @@ from clustertwin.train.params import TrainParams
 #: backward scale the saved softmax by the loss gradient (4 + 4) and cast the gradient back to 16 bit
 #: (4 + 2) = 14. Fused cross-entropy kernels (NeMo's ``cross_entropy_loss_fusion``) move fewer.
 LOSS_BYTES_PER_LOGIT = 38 + 14
+#: fused vocab-parallel cross-entropy (Megatron-Core ``--cross-entropy-loss-fusion``, on in the NeMo 2 and
+#: Megatron-Bridge recipes): one forward pass reads the 16-bit logits (2; max, sum of exponentials and the
+#: target logit in registers), the backward reads them again and writes the 16-bit gradient (2 + 2)
+FUSED_LOSS_BYTES_PER_LOGIT = 2 + 2 + 2
 KERNELS_LOGITS = 12
 
 
@@ -34,9 +39,11 @@ class EndBlocks:
     embedding_s: object
 
 
-def end_blocks(c: ModelShape, tp, T, g: Gemm, bw: float, params: TrainParams) -> EndBlocks:
+def end_blocks(c: ModelShape, tp, T, g: Gemm, bw: float, params: TrainParams,
+               fused_loss: bool = False) -> EndBlocks:
     t = as_float(tp)
     lg_f, lg_b = g.fwd_bwd(T, c.vocab / t, c.h)
-    gpu = lg_f + lg_b + T * c.vocab / t * LOSS_BYTES_PER_LOGIT / bw
+    loss_bytes = FUSED_LOSS_BYTES_PER_LOGIT if fused_loss else LOSS_BYTES_PER_LOGIT
+    gpu = lg_f + lg_b + T * c.vocab / t * loss_bytes / bw
     emb = T * c.h * (BF16_BYTES + BWD_ELEMENTWISE_FACTOR * 2 * BF16_BYTES) / bw
     return EndBlocks(gpu, fmax(gpu, KERNELS_LOGITS * params.kernel_host_overhead_s), emb)

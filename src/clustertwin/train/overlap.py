@@ -2,7 +2,9 @@
 
 Per step, on the stage's local parameters (dense ones over the DP x CP group, experts over expert-DP):
 ZeRO 0 all-reduces the gradients; ZeRO 1-2 (Megatron's distributed optimizer) reduce-scatters them and
-all-gathers the updated parameters; ZeRO 3 reduce-scatters the last micro-batch's gradients.
+all-gathers the updated parameters; ZeRO 3 reduce-scatters the last micro-batch's gradients. Stacks
+that keep FP8 weights (``Stack.fp8_param_gather``: Transformer Engine ``fp8_model_init`` with Megatron's
+``--fp8-param-gather``) gather 1 byte per parameter in FP8 training instead of 2.
 
 **Bucket schedule** (Megatron-Core ``--overlap-grad-reduce``): the gradients are reduced in ``n`` buckets
 of ``max(40M, 1M x dp)`` parameters (Megatron-Core's default bucket size), each launched when the last
@@ -86,17 +88,19 @@ def largest_stage(pc, plan: StagePlan, lay: Layouts):
 
 def data_parallel_time(dense_params, expert_params, zero, m, backward_s, forward_s, pipe_s, coll, dp_group,
                        edp_group, params: TrainParams, overlap_grad: bool,
-                       overlap_param: bool, value_bytes: int = GRAD_COMM_BYTES) -> DataParallelTime:
+                       overlap_param: bool, value_bytes: int = GRAD_COMM_BYTES,
+                       param_bytes: int | None = None) -> DataParallelTime:
     """DP / ZeRO exposure of the module docstring; ``*_params`` are the stage's local parameters,
     ``backward_s`` / ``forward_s`` one micro-batch's backward / forward of the stage's layers;
-    ``value_bytes`` per communicated gradient/parameter (2 = 16-bit, 4 in FP32/TF32 training)."""
+    ``value_bytes`` per communicated gradient/parameter (2 = 16-bit, 4 in FP32/TF32 training);
+    ``param_bytes`` per gathered parameter when it differs (1 with FP8 parameter gather)."""
     dp_s = 0.0
     t_ag_all = 0.0
     t_rs_all = 0.0
     for n_params, group in ((dense_params, dp_group), (expert_params, edp_group)):
         n = _buckets(n_params, group.size)
         g_bytes = n_params * GRAD_COMM_BYTES * value_bytes / 2 / n
-        p_bytes = n_params * PARAM_COMM_BYTES * value_bytes / 2 / n
+        p_bytes = n_params * (param_bytes or PARAM_COMM_BYTES * value_bytes / 2) / n
         ar = coll("all_reduce", g_bytes, group)
         rs = coll("reduce_scatter", g_bytes, group)
         ag = coll("all_gather", p_bytes, group)

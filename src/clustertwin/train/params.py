@@ -70,6 +70,11 @@ class TrainParams:
     """Fraction of the 16-bit peak reached by fused (flash) attention kernels over forward and
     backward on the Transformer-Engine stack (FlashAttention-2 class kernels on H100: ~35% forward, less
     backward; Shah et al. 2024 report FlashAttention-3 at 60-75%)."""
+    attention_fa3_ratio: float = 1.5
+    """Fused-attention rate of FlashAttention-3 / cuDNN-9 class kernels (stacks with
+    ``fused_attention_gen = 3``) relative to ``attention_efficiency``: Shah et al. 2024 (FlashAttention-3,
+    Fig. 5-6, H100 BF16, head_dim 128) measure 1.5-2.0x FlashAttention-2 in the forward and 1.5-1.75x in
+    the backward at long sequences, less at 2-4K tokens."""
     te_stack_min_year: float = 2022.0
     """GPUs released in or after this year are modelled with the software stack their published runs use
     (Megatron-Core + Transformer Engine: fused flash attention, TP communication overlapped with GEMMs

@@ -15,8 +15,10 @@ feature set comes from:
 * ``megatron-core-2024``: Megatron-Core + Transformer Engine (r0.8, 2024): fused flash attention,
   TP communication overlap, context parallelism, uneven first/last stages, FP8, overlapped gradient
   reduce and parameter gather;
-* ``nemo-2025``: NeMo 2 / Megatron-Bridge recipes on Megatron-Core (2025): as megatron-core-2024, with
-  embedding and loss counted in the pipeline split;
+* ``nemo-2024``: NeMo 24.x containers (NeMo 1.0 / Megatron-Core + Transformer Engine 1.x, MLPerf Training
+  v4.1 implementations): as megatron-core-2024, with Transformer Engine's cuDNN 9 fused-attention backend
+  (``fused_attention_gen`` 3: FlashAttention-3 class kernels on Hopper);
+* ``nemo-2025``: NeMo 2 recipes on Megatron-Core (containers 25.x, MLPerf Training v5.x): as nemo-2024;
 * ``megatron-bridge-2025``: NeMo Megatron-Bridge perf recipes (containers 25.11+): as nemo-2025, with
   model FLOPs that count the causal attention span, the all-to-all token dispatcher with shared-expert
   overlap and force-balanced routing (the tables' footnote);
@@ -24,9 +26,18 @@ feature set comes from:
   sync, TE CUDA graphs) and the 1F1B all-to-all overlap (``--overlap-moe-expert-parallel-comm``) in the MoE perf recipes;
 * ``deepseek-2024``: DeepSeek-V3's HAI-LLM (DeepSeek-AI 2024, section 3.2): DualPipe, DeepEP, FP8,
   no interleaving;
+* ``torchtitan-2024``: torchtitan as benchmarked in 2024-12 (FSDP2, PyTorch SDPA's FlashAttention-2
+  kernels, vanilla TP: no TP communication overlap), ZeRO-3 instead of a distributed optimizer;
 * ``torchtitan-2025``: torchtitan (PyTorch FSDP2, async TP, context parallel, float8, flexible
   pipeline splits): ZeRO-3 (FSDP) instead of a distributed optimizer.
 
+Fused attention (``fused_attention_gen``): FlashAttention-2 class kernels run at ``attention_efficiency``
+of the 16-bit peak; FlashAttention-3 / cuDNN 9 class kernels (generation 3) at ``attention_fa3_ratio`` x
+that on Hopper, the architecture they target (Blackwell runs keep the FA2-class rate:
+:func:`clustertwin.train.hardware.attention_generation`).
+
+A case that names no stack gets the stack of the framework its ``source`` names (:data:`SOURCE_STACKS`:
+Megatron-Bridge, NeMo containers 24.x / 25.x, MLPerf Training v4.1 / v5.x, torchtitan, DeepSeek-V3).
 ``te`` and ``legacy`` name megatron-core-2024 and megatron-2022; ``auto`` (the default) picks by the GPU's
 release year (``TrainParams.te_stack_min_year``): the stack the published runs of that generation used.
 """
@@ -72,6 +83,26 @@ class Stack:
     """dispatch/combine overlap modes it runs (:data:`clustertwin.train.moe.MOE_OVERLAPS`)"""
     moe_force_balanced: bool = False
     """benchmark recipes force-balance the router (``moe_router_force_load_balancing``)"""
+    fp8_recipe: str = "delayed"
+    """FP8 scaling recipe (:data:`clustertwin.train.layer.FP8_RECIPE_EXTRA_BYTES`): ``delayed`` (amax
+    history, TE's default through NeMo 24.x and MLPerf Training v4.1), ``current`` (per-tensor current
+    scaling: NeMo 25.x, Megatron-Bridge's fp8cs recipes, MLPerf Training v5.x, torchao's dynamic
+    tensorwise float8)"""
+    fused_cross_entropy: bool = False
+    """fused vocab-parallel cross-entropy kernel (Megatron-Core ``--cross-entropy-loss-fusion``, default in
+    the NeMo 2 and Megatron-Bridge recipes; :mod:`clustertwin.train.output_layer`)"""
+    fp8_param_gather: bool = False
+    """FP8 training keeps FP8 weights and gathers them in FP8, 1 byte per parameter (Transformer Engine
+    ``fp8_model_init`` + Megatron ``--fp8-param-gather``: the NeMo 24.x+ and Megatron-Bridge FP8 recipes,
+    the MLPerf Training implementations' ``FP8_PARAMS``)"""
+    pp_framework_defaults: bool = False
+    """pipeline fields a run leaves unstated take the framework's defaults (torchtitan 2024:
+    ``pipeline_parallel_schedule = "1F1B"``, so vpp 1, and ``pipeline_parallel_microbatches`` = the number
+    of stages); else the validate runner searches them (:func:`clustertwin.train.validation.predict`)"""
+    fused_attention_gen: int = 2
+    """generation of the fused attention kernels (:func:`clustertwin.train.attention.attention_rate`): 2 =
+    FlashAttention-2 class (TE 1.x, 2023-24), 3 = FlashAttention-3 / cuDNN 9 class (warp-specialised, TMA,
+    asynchronous softmax; TE 2.x in the 2025+ Megatron-Bridge containers)"""
     moe_host_sync: bool = True
     """the token dispatcher synchronises with the host per dispatch (:func:`clustertwin.train.moe.sync_stall`);
     False for sync-free dispatchers captured in CUDA graphs"""
@@ -91,11 +122,17 @@ _MCORE_2024 = Stack("megatron-core-2024", 2024, flash_attention=True, tp_comm_ov
                     overlap_grad_reduce=True, overlap_param_gather=True)
 STACKS: dict[str, Stack] = {s.name: s for s in (
     _MEGATRON_2021, _MEGATRON_2022, _DEEPSPEED_2022, _MCORE_2024,
-    replace(_MCORE_2024, name="nemo-2025", year=2025),
+    replace(_MCORE_2024, name="nemo-2024", year=2024, fused_attention_gen=3, fp8_param_gather=True),
+    replace(_MCORE_2024, name="nemo-2025", year=2025, fused_attention_gen=3, fp8_param_gather=True,
+            fused_cross_entropy=True, fp8_recipe="current"),
+    replace(_MCORE_2024, name="torchtitan-2024", year=2024, zero_stages=(0, 3), tp_comm_overlap=False,
+            pp_framework_defaults=True, fp8_recipe="current"),
     replace(_MCORE_2024, name="torchtitan-2025", year=2025, zero_stages=(0, 3)),
-    replace(_MCORE_2024, name="megatron-bridge-2025", year=2025, causal_flops=True, moe_dispatcher="flex",
+    replace(_MCORE_2024, name="megatron-bridge-2025", year=2025, causal_flops=True, fused_attention_gen=3, fp8_param_gather=True,
+            fused_cross_entropy=True, fp8_recipe="current", moe_dispatcher="flex",
             moe_overlaps=("none", "shared_expert"), moe_force_balanced=True),
-    replace(_MCORE_2024, name="megatron-bridge-2026", year=2026, causal_flops=True, moe_dispatcher="deepep",
+    replace(_MCORE_2024, name="megatron-bridge-2026", year=2026, causal_flops=True, fused_attention_gen=3, fp8_param_gather=True,
+            fused_cross_entropy=True, fp8_recipe="current", moe_dispatcher="deepep",
             moe_overlaps=("none", "shared_expert", "a2a", "dualpipe"), moe_force_balanced=True, moe_host_sync=False),
     replace(_MCORE_2024, name="deepseek-2024", year=2024, causal_flops=True, moe_dispatcher="deepep",
             moe_overlaps=("none", "dualpipe"), interleaved=False, moe_host_sync=False),
@@ -111,6 +148,12 @@ SOURCE_STACKS: tuple[tuple[str, str], ...] = (("megatron-bridge performance summ
                                               ("megatron-bridge performance summary, pre-training tables, container 26.08",
                                                "megatron-bridge-2026"),
                                               ("megatron-bridge", "megatron-bridge-2025"),
+                                              ("nemo framework user guide", "nemo-2025"),
+                                              ("torchtitan", "torchtitan-2024"),
+                                              ("mlperf training v4.1", "nemo-2024"),
+                                              ("mlperf training v5.", "nemo-2025"),
+                                              ("container nemo 24.", "nemo-2024"),
+                                              ("container nemo24.", "nemo-2024"),
                                               ("deepseek-v3 technical report", "deepseek-2024"))
 
 

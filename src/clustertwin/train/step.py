@@ -34,7 +34,7 @@ from clustertwin.train.attention import KERNELS_FLASH_ATTENTION, attention_core,
 from clustertwin.train.breakdown import BREAKDOWN_KEYS, MEMORY_TERMS, StepBreakdown
 from clustertwin.train.collectives import collective_time
 from clustertwin.train.data import DEFAULT_DATASET, data_stall_time
-from clustertwin.train.gemm import Gemm
+from clustertwin.train.gemm import FP8_BYTES, Gemm
 from clustertwin.train.hardware import Hardware, hardware
 from clustertwin.train.layer import layer_compute, model_shape
 from clustertwin.train.layout import (
@@ -154,7 +154,7 @@ def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch
         if share <= 0:
             continue
         ffn = ffn_cost(model, c, lay, T, g, moe, params, eg, load)
-        lc = layer_compute(c, lay, T, g, bw, precision, ffn)
+        lc = layer_compute(c, lay, T, g, bw, precision, ffn, st.fp8_recipe)
         compute = lc.fwd_s + lc.bwd_s + core.fwd_s + core.bwd_s + full_f * (lc.fwd_s + core.fwd_s) + \
             where(sel, core.fwd_s, 0.0) + where(full, 0.0, module_recompute_s(c, lay, T, g, bw, ffn, core.fwd_s, moe))
         a2a = dispatch_combine_s(model, cluster, c, lay, T, eg, st.moe_dispatcher, precision, load,
@@ -177,7 +177,7 @@ def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch
     m = as_float(plan.microbatches)
     layer_time = fmax(lt.gpu, lt.host) + lt.sync
     host_stall = fmax(lt.host - lt.gpu, 0.0) + lt.sync
-    ends = end_blocks(c, lay.tp, T, g, bw, params)
+    ends = end_blocks(c, lay.tp, T, g, bw, params, st.fused_cross_entropy)
     p2p_comm, p2p_host = p2p_time(lay, T, c.h, coll, grp.pp, params)
     p2p = p2p_comm + p2p_host
     pt = pipeline_time(plan, layer_time, p2p, ends.embedding_s, ends.logits_s)
@@ -192,7 +192,7 @@ def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch
     dense_local, exp_local, layers_p = largest_stage(pc, plan, lay)
     dpt = data_parallel_time(dense_local, exp_local, lay.zero, m, layers_p * lt.backward, layers_p * lt.forward,
                              pipe, coll, grp.dp, grp.edp, params, st.overlap_grad_reduce, st.overlap_param_gather,
-                             hw.value_bytes)
+                             hw.value_bytes, FP8_BYTES if precision == "fp8" and st.fp8_param_gather else None)
     opt = optimizer_time(dense_local + exp_local, lay.zero, grp.dp.size, bw)
     step = pipe + stragglers + dpt.dp_s + dpt.zero3_s + opt
     data = data_stall_time(cluster, dataset, step, lay.gpus, global_batch, s)

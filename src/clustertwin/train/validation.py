@@ -24,9 +24,9 @@ from clustertwin.errors import SpecError
 from clustertwin.reliability.train_run import time_to_train_with_failures
 from clustertwin.specs import ClusterSpec, ModelSpec, ParallelismSpec, build, load
 from clustertwin.train.estimate import TrainEstimate, estimate
-from clustertwin.train.params import TrainParams
+from clustertwin.train.params import TrainParams, resolve_params
 from clustertwin.train.search import SPEC_FIELDS, SPLIT_FIELDS, search
-from clustertwin.train.stack import stack_for_source
+from clustertwin.train.stack import resolve_stack, stack_for_source
 
 #: GPUs a train_run case without a GPU count is evaluated on
 DEFAULT_RUN_GPUS = 1024
@@ -97,6 +97,23 @@ def _layout_gpus(case: dict) -> int | None:
         return None
 
 
+def _stack_defaults(par: ParallelismSpec, cluster: ClusterSpec, params: TrainParams | None) -> dict[str, Any]:
+    """Pipeline fields the run's framework sets by default where the case states none
+    (``Stack.pp_framework_defaults``, torchtitan 2024): the 1F1B schedule (vpp 1) and as many
+    micro-batches as stages, i.e. ``micro_batch`` = global batch / (dp x pp), for a case with pp > 1 and dp."""
+    given = par.model_fields_set
+    stack = resolve_stack(par.software_stack, cluster, resolve_params(params))
+    if not stack.pp_framework_defaults or not {"pp", "dp"} <= given or par.pp == 1:
+        return {}
+    out: dict[str, Any] = {}
+    if not given & {"vpp", "schedule", "pipeline_layout"}:
+        out["vpp"] = 1
+    per_stage = par.global_batch // (par.dp * par.pp)
+    if "micro_batch" not in given and per_stage >= 1:
+        out["micro_batch"] = per_stage
+    return out
+
+
 def predict(model: ModelSpec, cluster: ClusterSpec, par: ParallelismSpec, gpus: int,
             params: TrainParams | None = None) -> TrainEstimate:
     """Estimate the given layout, completing the fields it leaves out with the best fitting layout that
@@ -109,6 +126,7 @@ def predict(model: ModelSpec, cluster: ClusterSpec, par: ParallelismSpec, gpus: 
     if given >= SEARCH_FIELDS - SPLIT_FIELDS and (given & SPLIT_FIELDS or par.pp == 1 or par.pipeline_layout):
         return estimate(model, cluster, par, params=params)
     fixed = {k: getattr(par, k) for k in given if k in SEARCH_FIELDS}
+    fixed.update(_stack_defaults(par, cluster, params))
     res = search(model, cluster, global_batch=par.global_batch, gpus=gpus, precision=par.precision,
                  fixed=fixed, top=1, params=params, software_stack=par.software_stack)
     if res.best is not None:
