@@ -52,6 +52,7 @@ def test_scattered_placement_slows_small_pipeline_messages_on_a_nonblocking_fabr
     con = train.estimate(m, c, PP8, placement="contiguous")
     sca = train.estimate(m, c, PP8, placement="scattered")
     assert con.net_fractions == sca.net_fractions
+    assert (con.net_hops["pp"], sca.net_hops["pp"]) == (1, 3) and sca.to_dict()["net_hops"]["tp"] == 0
     assert sca.breakdown["pp_comm"] > con.breakdown["pp_comm"]
     assert sca.breakdown["tp_comm"] == con.breakdown["tp_comm"]
     assert sca.step_time_s > con.step_time_s
