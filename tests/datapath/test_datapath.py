@@ -180,3 +180,24 @@ def test_explain_network_stage_sees_the_placement():
     net = {e.stages[1].name: e.stages[1] for e in (cont,)}["network"]
     assert scat.stages[1].capacity < 0.6 * net.capacity
     assert "leaf uplinks" in scat.stages[1].detail and "scattered" in scat.stages[1].detail
+
+
+def test_held_out_by_submitter_machinery():
+    import dataclasses
+
+    import yaml
+
+    from clustertwin.datapath import holdout
+
+    cases = yaml.safe_load(CASES.read_text())["cases"]
+    assert {holdout.submitter(c) for c in cases} >= {"DDN", "HPE", "Nutanix", "MangoBoost"}
+    assert statistics.median(holdout.errors(holdout.DlioFit(), cases)) <= MEDIAN_TOLERANCE  # the shipped fit
+    sub = [c for c in cases if holdout.submitter(c) in ("Nutanix", "YanRongTech")]
+    bad = dataclasses.replace(holdout.DlioFit(), nfs_gb_per_s_per_core=0.05, eta_net=0.45)
+    start = statistics.median(holdout.errors(bad, sub))
+    refit, score = holdout.fit(sub, bad, sweeps=1)
+    assert score < start and refit.nfs_gb_per_s_per_core > 0.05
+    r = holdout.held_out_by_submitter(sub, sweeps=0)  # no refit: each submitter under the shipped fit
+    assert r["rows"] == len(sub) and set(r["by_submitter"]) == {"Nutanix", "YanRongTech"}
+    with pytest.raises(SpecError, match="names no <Division>/<Submitter>/"):
+        holdout.submitter({"id": "x", "source": "somewhere"})

@@ -26,7 +26,7 @@ cores per emulated accelerator are the only fitted parameters
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from clustertwin.datapath.dataset import DatasetSpec
@@ -136,10 +136,15 @@ def client_cluster(storage: StorageSpec, client_nodes: int, cores: int, nic_coun
 def mlperf_storage(workload: str, accelerator: str, client_nodes: int, storage: StorageSpec, *,
                    client_cores: int = 64, client_nics: int = 1, client_nic_gbit_per_s: float = 200.0,
                    min_accelerator_utilization: float | None = None,
-                   params: DataParams = DLIO_PARAMS) -> MLPerfPrediction:
+                   params: DataParams = DLIO_PARAMS, cores_per_accelerator: float = DLIO_CORES_PER_ACCELERATOR,
+                   parse_core_s: float | None = None) -> MLPerfPrediction:
     """Predict the MLPerf Storage v1.0 result of ``workload`` on ``client_nodes`` DLIO hosts (module
-    docstring). Client defaults (64 cores, 1 x 200 Gbit/s) are a typical v1.0 benchmark host."""
+    docstring). Client defaults (64 cores, 1 x 200 Gbit/s) are a typical v1.0 benchmark host.
+    ``cores_per_accelerator`` and ``parse_core_s`` (the workload's parse cost per record) override the
+    fitted values (:mod:`clustertwin.datapath.holdout` refits them)."""
     w = _workload(workload)
+    if parse_core_s is not None:
+        w = replace(w, parse_core_s=float(parse_core_s))
     acc = accelerator.lower()
     if acc not in w.compute_s_per_batch:
         raise SpecError(f"accelerator must be one of {', '.join(w.compute_s_per_batch)} (got '{accelerator}')",
@@ -155,7 +160,7 @@ def mlperf_storage(workload: str, accelerator: str, client_nodes: int, storage: 
     t = by_name[slow]
     d = w.demand_gb_per_s(acc)
     n = max(0, math.floor(t / (au * d) + 1e-9))
-    n_cpu = math.floor(client_nodes * client_cores / DLIO_CORES_PER_ACCELERATOR + 1e-9)
+    n_cpu = math.floor(client_nodes * client_cores / cores_per_accelerator + 1e-9)
     if n_cpu < n:
         n, slow = n_cpu, "client CPU"
     return MLPerfPrediction(accelerators_supported=n, throughput_gb_per_s=min(t, n * d), delivered_gb_per_s=t,
