@@ -144,7 +144,9 @@ def _network_stage(cluster: ClusterSpec, model: ModelSpec, est, placement: str) 
     return PathStage("network", r.per_node_gb_per_s, demand, "GB/s per node", cost,
                      f"{pp} x DP rings of {size} nodes ({placement}) get {r.fraction:.0%} of "
                      f"{topo.injection_gb_per_s:g} GB/s injection, bound by {r.bottleneck}, "
-                     f"{r.mean_hops:.2g} switch hops per ring edge; exposed DP sync and PP transfers {cost:.3g} s")
+                     f"switch hops per ring edge {r.mean_hops:.2g} (max {r.max_hops}); each GPU syncs "
+                     f"{grad_bytes_per_gpu / GB:.3g} GB of gradients (1/(tp x pp) of the model); exposed DP sync "
+                     f"and PP transfers {cost:.3g} s")
 
 
 def _memory_stage(cluster: ClusterSpec, est) -> PathStage:

@@ -16,9 +16,11 @@ from clustertwin.specs import ParallelismSpec, StorageSpec
 from clustertwin.specs.loading import build
 
 CASES = Path(__file__).resolve().parents[2] / "validation" / "data_loading.yaml"
-MEDIAN_TOLERANCE = 0.11
-"""Median |error| of accelerators_supported over the 75 MLPerf Storage v1.0 rows (achieved 0.104; the
-issue's target is 0.10, see docs/datapath.md)."""
+MEDIAN_TOLERANCE = 0.10
+"""Median |error| of accelerators_supported over the 75 MLPerf Storage v1.0 rows (achieved 0.100, the
+issue's target; see docs/datapath.md)."""
+THROUGHPUT_TOLERANCE = 0.11
+"""Median |error| of throughput_gb_per_s over the same rows (achieved 0.1005)."""
 
 
 @pytest.fixture(scope="module")
@@ -95,6 +97,28 @@ def test_mlperf_storage_calibration_median():
     assert res["summary"]["failed"] == 0 and res["summary"]["count"] == 75
     errs = [abs(c["rel_error"]["accelerators_supported"]) for c in res["cases"]]
     assert statistics.median(errs) <= MEDIAN_TOLERANCE
+    tput = [abs(c["rel_error"]["throughput_gb_per_s"]) for c in res["cases"]]
+    assert statistics.median(tput) <= THROUGHPUT_TOLERANCE
+
+
+def test_kernel_client_ceiling_scales_with_host_cores():
+    from clustertwin.datapath.mlperf import DLIO_CLIENT_CEILING_GB_PER_S, DLIO_CLIENT_GB_PER_S_PER_CORE
+
+    lustre = build(StorageSpec, {"kind": "lustre", "read_gb_per_s": 500})
+    kw = {"client_nics": 2, "client_nic_gbit_per_s": 400}  # 63 GB/s of NICs: never the limit here
+    small = mlperf_storage("unet3d", "h100", 1, lustre, client_cores=32, **kw)
+    big = mlperf_storage("unet3d", "h100", 1, lustre, client_cores=128, **kw)
+    a, g = DLIO_CLIENT_CEILING_GB_PER_S["lustre"], DLIO_CLIENT_GB_PER_S_PER_CORE["lustre"]
+    assert small.delivered_gb_per_s == pytest.approx(a + 32 * g)  # C = a + g x cores
+    assert big.delivered_gb_per_s == pytest.approx(a + 128 * g)
+    assert (small.accelerators_supported, big.accelerators_supported) == (2, 5)  # 2.86 GB/s per H100 at AU 0.9
+    nfs = build(StorageSpec, {"kind": "nfs", "read_gb_per_s": 500})
+    assert mlperf_storage("unet3d", "h100", 1, nfs, client_cores=128, **kw).delivered_gb_per_s == pytest.approx(
+        128 * DLIO_CLIENT_GB_PER_S_PER_CORE["nfs"])
+    # an NVMe-oF block volume has no such ceiling: its NICs (x 0.63) bind
+    nvmeof = build(StorageSpec, {"kind": "nvme-of", "client": "nvme-of", "read_gb_per_s": 500})
+    nv = mlperf_storage("unet3d", "h100", 1, nvmeof, client_cores=32, **kw)
+    assert nv.delivered_gb_per_s == pytest.approx(0.63 * 100)
 
 
 def test_mlperf_storage_demand_formula():
@@ -156,3 +180,24 @@ def test_explain_network_stage_sees_the_placement():
     net = {e.stages[1].name: e.stages[1] for e in (cont,)}["network"]
     assert scat.stages[1].capacity < 0.6 * net.capacity
     assert "leaf uplinks" in scat.stages[1].detail and "scattered" in scat.stages[1].detail
+
+
+def test_held_out_by_submitter_machinery():
+    import dataclasses
+
+    import yaml
+
+    from clustertwin.datapath import holdout
+
+    cases = yaml.safe_load(CASES.read_text())["cases"]
+    assert {holdout.submitter(c) for c in cases} >= {"DDN", "HPE", "Nutanix", "MangoBoost"}
+    assert statistics.median(holdout.errors(holdout.DlioFit(), cases)) <= MEDIAN_TOLERANCE  # the shipped fit
+    sub = [c for c in cases if holdout.submitter(c) in ("Nutanix", "YanRongTech")]
+    bad = dataclasses.replace(holdout.DlioFit(), nfs_gb_per_s_per_core=0.05, eta_net=0.45)
+    start = statistics.median(holdout.errors(bad, sub))
+    refit, score = holdout.fit(sub, bad, sweeps=1)
+    assert score < start and refit.nfs_gb_per_s_per_core > 0.05
+    r = holdout.held_out_by_submitter(sub, sweeps=0)  # no refit: each submitter under the shipped fit
+    assert r["rows"] == len(sub) and set(r["by_submitter"]) == {"Nutanix", "YanRongTech"}
+    with pytest.raises(SpecError, match="names no <Division>/<Submitter>/"):
+        holdout.submitter({"id": "x", "source": "somewhere"})

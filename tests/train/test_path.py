@@ -115,7 +115,10 @@ def test_four_designs_give_different_step_times_each_explained(runs):
         # 1:7 at the aggregation: the pipeline hops cross pods (stages are 1,024 nodes apart)
         agg = runs[m, "fat-tree 1:7 aggregation", "contiguous"]
         assert agg.net_fractions["pp"] < 0.3 and agg.breakdown["pp_comm"] > 2 * flat.breakdown["pp_comm"]
-        assert agg.net_fractions["dp"] == 1.0 and agg.breakdown["dp_comm"] == pytest.approx(flat.breakdown["dp_comm"])
+        # DP keeps its bandwidth; its rings that straddle the 224-node pods cross the core (5 switch hops
+        # instead of 3): only the per-step switch latency changes
+        assert agg.net_fractions["dp"] == 1.0
+        assert agg.breakdown["dp_comm"] == pytest.approx(flat.breakdown["dp_comm"], rel=0.02)
         # Dragonfly+: stage hops between groups share m global links
         df = runs[m, "Dragonfly+", "contiguous"]
         assert df.breakdown["pp_comm"] > 5 * flat.breakdown["pp_comm"]
@@ -133,9 +136,9 @@ def test_scattered_is_slower_than_contiguous_on_oversubscribed_fabric(runs):
         s = runs[m, "fat-tree 1:7 aggregation", "scattered"]
         assert s.step_time_s > 1.03 * c.step_time_s and s.net_fractions["dp"] < 0.25
         assert s.placement == "scattered"
-        # a non-blocking fat-tree does not care
+        # a non-blocking fat-tree keeps the bandwidth; only switch hops (latency) differ
         assert runs[m, "fat-tree 1:1", "scattered"].step_time_s == pytest.approx(
-            runs[m, "fat-tree 1:1", "contiguous"].step_time_s)
+            runs[m, "fat-tree 1:1", "contiguous"].step_time_s, rel=1e-3)
 
 
 def test_explicit_node_list_and_bad_placements(designs):

@@ -112,14 +112,17 @@ class Ctx:
 
 def context(cluster: ClusterSpec, op: str, n: int, ppn: int, p: CommParams, pl: Placement | None,
             gpus_per_process: int = 1, cuda_graph: bool = False, symmetric: bool = False,
-            net_fraction: float | None = None) -> Ctx:
+            net_fraction: float | None = None, net_hops: int | None = None) -> Ctx:
     """Links, protocol availability, NCCL's llMax and the step latencies of one group.
 
     ``net_fraction``: the share of injection bandwidth the group keeps when other groups load the same
     links in the same phase (:func:`clustertwin.topology.group_bandwidth`); the span's ring and
-    all-to-all fractions become ``min(span fraction, net_fraction)``."""
+    all-to-all fractions become ``min(span fraction, net_fraction)``. ``net_hops``: the switch hops of
+    the group where the job's placement puts it; it replaces the span's ``max_hops`` (network step latency)."""
     pl = pl if pl is not None else contiguous_placement(cluster, n, ppn)
     nodes, span = pl.nodes, pl.span
+    if net_hops and nodes > 1:
+        span = replace(span, max_hops=int(net_hops))
     if net_fraction is not None and net_fraction < 1.0:
         span = replace(span, ring_bw_fraction=min(span.ring_bw_fraction, net_fraction),
                        a2a_bw_fraction=min(span.a2a_bw_fraction, net_fraction))

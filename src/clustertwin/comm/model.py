@@ -96,7 +96,7 @@ def collective(cluster: ClusterSpec, op: str, nbytes: float | np.ndarray, gpus: 
                params: CommParams | None = None, calibration: Calibration | None = None,
                placement: np.ndarray | Sequence[int] | None = None, gpus_per_process: int = 1,
                cuda_graph: bool = False, symmetric_memory: bool = False,
-               net_fraction: float | None = None) -> CollectiveResult:
+               net_fraction: float | None = None, net_hops: int | None = None) -> CollectiveResult:
     """Time, algbw and busbw of collective ``op`` of ``nbytes`` (nccl-tests size S) over ``gpus`` GPUs.
 
     The group is placed contiguously, ``ranks_per_node`` ranks per node (default ``min(gpus,
@@ -115,9 +115,16 @@ def collective(cluster: ClusterSpec, op: str, nbytes: float | np.ndarray, gpus: 
     ``net_fraction`` (0 < f <= 1, default none): the share of injection bandwidth left to this group by
     concurrent groups on the same links (the training model passes
     :func:`clustertwin.topology.group_bandwidth`'s fraction); the network bandwidth fractions become
-    ``min(span fraction, f)``."""
+    ``min(span fraction, f)``.
+
+    ``net_hops`` (default none): the switch hops of the group's farthest ring edge or all-to-all pair
+    where the job's placement puts it (the training model passes
+    :func:`clustertwin.topology.group_bandwidth`'s ``max_hops``); it replaces the contiguous span's hop
+    count in the network step latency (``hops x switch_latency_ns``, :mod:`.latency`)."""
     if net_fraction is not None and not 0.0 < float(net_fraction) <= 1.0:
         raise SpecError(f"net_fraction must be in (0, 1] (got {net_fraction})")
+    if net_hops is not None and int(net_hops) < 0:
+        raise SpecError(f"net_hops must be >= 0 (got {net_hops})")
     gpus, ppn = _resolve(cluster, op, gpus, ranks_per_node if placement is None else None)
     pl: Placement | None = None
     if placement is not None:
@@ -146,7 +153,8 @@ def collective(cluster: ClusterSpec, op: str, nbytes: float | np.ndarray, gpus: 
     if algo == "nvlstree" and nodes == 1:
         algo = "nvls"  # NCCL runs a forced NVLSTree inside one node as NVLS
     cx, all_cands = _prepared(cluster, op, gpus, ppn, p, pl, int(gpus_per_process), bool(cuda_graph),
-                              bool(symmetric_memory), None if net_fraction is None else float(net_fraction))
+                              bool(symmetric_memory), None if net_fraction is None else float(net_fraction),
+                              None if not net_hops else int(net_hops))
     cands = list(all_cands)
     if algo is not None:
         avail = sorted({c.algorithm for c in cands})
@@ -172,14 +180,15 @@ _PREPARED_CACHE_SIZE = 4096
 
 def _prepared(cluster: ClusterSpec, op: str, n: int, ppn: int, p: CommParams, pl: Placement | None,
               gpus_per_process: int = 1, cuda_graph: bool = False,
-              symmetric: bool = False, net_fraction: float | None = None) -> tuple[Ctx, tuple[Candidate, ...]]:
+              symmetric: bool = False, net_fraction: float | None = None,
+              net_hops: int | None = None) -> tuple[Ctx, tuple[Candidate, ...]]:
     """Context and candidates of one (cluster, op, group, params, placement, launch mode), cached by value
     (two equal cluster specs share an entry; ``pl`` None: contiguous)."""
-    key = (cluster, op, n, ppn, p, pl, gpus_per_process, cuda_graph, symmetric, net_fraction)
+    key = (cluster, op, n, ppn, p, pl, gpus_per_process, cuda_graph, symmetric, net_fraction, net_hops)
     hit = _prepared_cache.get(key)
     if hit is not None:
         return hit
-    cx = context(cluster, op, n, ppn, p, pl, gpus_per_process, cuda_graph, symmetric, net_fraction)
+    cx = context(cluster, op, n, ppn, p, pl, gpus_per_process, cuda_graph, symmetric, net_fraction, net_hops)
     entry = (cx, tuple(candidates(cx)))
     if len(_prepared_cache) >= _PREPARED_CACHE_SIZE:
         _prepared_cache.pop(next(iter(_prepared_cache)))

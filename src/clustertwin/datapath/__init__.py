@@ -2,7 +2,8 @@
 
 Entry points: :func:`data_stall` (exposed data-loading stall of a training step, with the bottleneck
 named), :func:`path_stages` (capacity of every stage), :func:`checkpoint_path` (checkpoint write and
-restart read over the same path), :func:`mlperf_storage` (MLPerf Storage v1.0 accelerators supported).
+restart read over the same path), :func:`mlperf_storage` (MLPerf Storage v1.0 accelerators supported;
+:mod:`~clustertwin.datapath.holdout` refits its global numbers and scores them held out by submitter).
 Derivations: docs/datapath.md.
 """
 

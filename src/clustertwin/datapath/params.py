@@ -43,8 +43,12 @@ class DataParams:
     the harmonic combination ``1 / (b / min(NICs, ceiling) + decode_core_s / cores)`` (one ``client host``
     stage); False: many loader workers overlap I/O and decode, each a separate stage (PyTorch DataLoader)."""
     client_ceiling_gb_per_s: dict[str, float] = field(default_factory=dict)
-    """Per-client software ceiling by client protocol (``StorageSpec.client_kind``); empty for production
-    clients (NIC-bound)."""
+    """Fixed part ``a`` of the per-client software ceiling ``C = a + g x cores`` by client protocol
+    (``StorageSpec.client_kind``), GB/s; empty for production clients (NIC-bound)."""
+    client_gb_per_s_per_core: dict[str, float] = field(default_factory=dict)
+    """Per-core part ``g`` of that ceiling, GB/s per host core: a kernel file-system client (Lustre, NFS)
+    spends host CPU on every byte it reads (RPC handling, page-cache insertion and the copy to user space,
+    Lustre's checksums), so its ceiling grows with the host's cores; empty for production clients."""
 
 
 DEFAULT_DATA_PARAMS = DataParams()

@@ -15,8 +15,9 @@ storage IOPS            ``IOPS x req / ((1-h) b)`` for random reads of ``req`` b
 metadata                ``MD / (OPS_PER_FILE x f (1-h))`` (file opens/s of the metadata servers)
 storage network         ``eta_net x L_storage / ((1-h) b)``  (servers' client-facing line rate)
 client NICs             ``eta_net x n x L_node / ((1-h) b)``  (each node's storage NICs)
-client software         ``n x C / ((1-h) b)``  (per-client ceiling ``C`` of the file-system client; None
-                        for production clients = no limit beyond the NICs)
+client software         ``n x C / ((1-h) b)``  (per-client ceiling ``C = a + g x cores`` of the file-system
+                        client: kernel clients spend host CPU per byte; None for production clients = no
+                        limit beyond the NICs)
 local NVMe              ``n x R_local / (h b)``  (cache hits)
 host decode             ``n x cores x loader_fraction / decode_core_s``
 ======================  =================================================================================
@@ -159,12 +160,9 @@ def path_stages(cluster: ClusterSpec, ds: DatasetSpec, nodes: int, *, seq_len: i
     node_gb = node_storage_gb_per_s(cluster)
     add("client NICs", params.eta_net * nodes * node_gb,
         f"{params.eta_net:g} x {nodes} nodes x {node_gb:g} GB/s storage NICs")
-    ceiling = client_ceiling_gb_per_s
-    if ceiling is None:
-        ceiling = params.client_ceiling_gb_per_s.get(st.client_kind)
+    ceiling, label = _client_ceiling(cluster, params, client_ceiling_gb_per_s)
     if ceiling is not None:
-        add("client software", nodes * ceiling,
-            f"{nodes} nodes x {ceiling:g} GB/s per {st.client_kind} client")
+        add("client software", nodes * ceiling, f"{nodes} nodes x {label}")
     if h > 0:
         local = params.local_nvme_gb_per_s_per_tb * node.local_nvme_tb
         if local <= 0:
@@ -185,6 +183,25 @@ def path_stages(cluster: ClusterSpec, ds: DatasetSpec, nodes: int, *, seq_len: i
 
 
 CLIENT_STAGES = ("client NICs", "client software", "host decode")
+
+
+def _client_ceiling(cluster: ClusterSpec, params: DataParams,
+                    override: float | None) -> tuple[float | None, str]:
+    """Per-client software ceiling, GB/s, and its formula: ``override``, else the protocol's
+    ``C = a + g x cores`` (fixed part ``a`` and per-core part ``g`` of
+    :class:`~clustertwin.datapath.params.DataParams`, either may be absent); None: NIC-bound."""
+    kind = cluster.storage.client_kind
+    if override is not None:
+        return override, f"{override:g} GB/s per {kind} client"
+    fixed = params.client_ceiling_gb_per_s.get(kind)
+    per_core = params.client_gb_per_s_per_core.get(kind)
+    if fixed is None and per_core is None:
+        return None, ""
+    if per_core is None:
+        return fixed, f"{fixed:g} GB/s per {kind} client"
+    cores = cluster.node.host_cores or params.default_host_cores
+    base = f"{fixed:g} + " if fixed else ""
+    return (fixed or 0.0) + per_core * cores, f"({base}{per_core:g} x {cores} cores) GB/s per {kind} client"
 
 
 def _serial_client(stages: list[Stage], nodes: int) -> list[Stage]:

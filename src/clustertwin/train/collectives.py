@@ -60,14 +60,15 @@ def unique_groups(n: np.ndarray, r: np.ndarray, f: np.ndarray) -> list[tuple[int
 
 
 def _grid_times(cluster: ClusterSpec, op: str, gpus: int, rpn: int, calibration: Calibration | None,
-                net_fraction: float = 1.0):
+                net_fraction: float = 1.0, net_hops: int = 0):
     """The collective model on :data:`GRID_BYTES`, cached by the value of the cluster and calibration."""
-    key = (_value_key(cluster), op, gpus, rpn, _value_key(calibration), net_fraction)
+    key = (_value_key(cluster), op, gpus, rpn, _value_key(calibration), net_fraction, net_hops)
     hit = _CACHE.get(key)
     if hit is not None:
         return hit
     times = np.asarray(collective(cluster, op, GRID_BYTES, gpus, ranks_per_node=rpn, calibration=calibration,
-                                  net_fraction=net_fraction if net_fraction < 1.0 else None).time_s, dtype=float)
+                                  net_fraction=net_fraction if net_fraction < 1.0 else None,
+                                  net_hops=net_hops or None).time_s, dtype=float)
     if len(_CACHE) >= _CACHE_LIMIT:
         _CACHE.clear()
     _CACHE[key] = times
@@ -90,12 +91,24 @@ def _fraction_key(f) -> float:
     return min(1.0, max(round(float(f), 3), 1e-3))
 
 
+def _pack(f, hops):
+    """One float per (net fraction, switch hops) pair: ``2 hops + f`` with ``f`` in (0, 1] (decoded by
+    :func:`_unpack`), so the distinct-group search keys on one value."""
+    return 2.0 * np.asarray(hops, dtype=float) + f
+
+
+def _unpack(code: float) -> tuple[float, int]:
+    hops = max(0, int(np.ceil(code / 2.0 - 1e-9)) - 1)
+    return round(code - 2.0 * hops, 3), hops
+
+
 def collective_time(cluster: ClusterSpec, op: str, nbytes, gpus, ranks_per_node,
-                    calibration: Calibration | None = None, net_fraction=None):
+                    calibration: Calibration | None = None, net_fraction=None, net_hops=None):
     """Seconds for collective ``op`` of ``nbytes`` over ``gpus`` ranks, ``ranks_per_node`` of them per
     node (numpy arrays broadcast). Groups of one rank cost nothing. ``net_fraction`` (scalar or array,
     None = 1): the group's share of injection bandwidth under concurrent traffic
-    (:mod:`clustertwin.train.topology_comm`), passed to :func:`clustertwin.comm.collective`.
+    (:mod:`clustertwin.train.topology_comm`), passed to :func:`clustertwin.comm.collective`; ``net_hops``
+    (scalar or int array, None/0 = the contiguous span's): the group's switch hops under the placement.
 
     The collective model is sampled once per (cluster, op, group size, ranks per node) on
     :data:`GRID_BYTES` and interpolated linearly in size (extrapolated with the last slope beyond)."""
@@ -103,20 +116,24 @@ def collective_time(cluster: ClusterSpec, op: str, nbytes, gpus, ranks_per_node,
         raise ValueError(f"unknown collective {op}")
     if net_fraction is None:
         net_fraction = 1.0
+    if net_hops is None:
+        net_hops = 0
     if not isinstance(nbytes, np.ndarray) and not isinstance(gpus, np.ndarray) and \
-            not isinstance(ranks_per_node, np.ndarray) and not isinstance(net_fraction, np.ndarray):
+            not isinstance(ranks_per_node, np.ndarray) and not isinstance(net_fraction, np.ndarray) and \
+            not isinstance(net_hops, np.ndarray):
         g = int(gpus)
         if g <= 1:
             return 0.0
         rpn = min(max(int(ranks_per_node), 1), g)
-        times = _grid_times(cluster, op, g, rpn, calibration, _fraction_key(net_fraction))
+        times = _grid_times(cluster, op, g, rpn, calibration, _fraction_key(net_fraction), int(net_hops))
         x = float(nbytes)
         if x > GRID_BYTES[-1]:
             return float(times[-1] + (x - GRID_BYTES[-1]) * (times[-1] - times[-2]) / _SLOPE_DX)
         return float(np.interp(x, GRID_BYTES, times))
     nb, n, r, fr = np.broadcast_arrays(np.asarray(nbytes, dtype=float), np.asarray(gpus, dtype=np.int64),
                                        np.asarray(ranks_per_node, dtype=np.int64),
-                                       np.clip(np.round(np.asarray(net_fraction, dtype=float), 3), 1e-3, 1.0))
+                                       _pack(np.clip(np.round(np.asarray(net_fraction, dtype=float), 3), 1e-3, 1.0),
+                                             np.maximum(np.asarray(net_hops), 0)))
     out = np.zeros(nb.shape)
     if out.size == 0:
         return out
@@ -129,7 +146,7 @@ def collective_time(cluster: ClusterSpec, op: str, nbytes, gpus, ranks_per_node,
     for g, rpn, f in keys:
         if g <= 1:
             continue
-        times = _grid_times(cluster, op, g, rpn, calibration, f)
+        times = _grid_times(cluster, op, g, rpn, calibration, *_unpack(f))
         if single:
             out = _interp(nb, times)
         else:

@@ -21,7 +21,7 @@ from clustertwin.train.params import TrainParams, resolve_params
 from clustertwin.train.rules import first_violation
 from clustertwin.train.stack import ALIASES, resolve_stack, stack_violation
 from clustertwin.train.step import evaluate_layouts
-from clustertwin.train.topology_comm import net_fractions, placement_key
+from clustertwin.train.topology_comm import net_fractions, net_hops, placement_key
 from clustertwin.units import GIB
 
 
@@ -58,6 +58,8 @@ class TrainEstimate:
     bottleneck; None without a dataset."""
     net_fractions: dict[str, float] = field(default_factory=dict)
     """Each group kind's share of injection bandwidth on the topology (:mod:`~clustertwin.train.topology_comm`)."""
+    net_hops: dict[str, int] = field(default_factory=dict)
+    """Each group kind's switch hops where the placement puts it (0: inside a node)."""
 
     @property
     def data_bottleneck(self) -> str | None:
@@ -90,7 +92,7 @@ class TrainEstimate:
             "memory": self.memory.to_dict(), "checkpoint_gib": self.checkpoint_bytes / GIB,
             "stage_plan": self.stage_plan, "software_stack": self.software_stack,
             "placement": self.placement, "net_fractions": self.net_fractions, "data_path": self.data_path,
-            "data_bottleneck": self.data_bottleneck,
+            "data_bottleneck": self.data_bottleneck, "net_hops": self.net_hops,
         }
 
 
@@ -128,6 +130,7 @@ def annotate(est: TrainEstimate, cluster: ClusterSpec, lay: Layouts, i: int, pla
     est.placement = placement_key(placement)[0]
     one = Layouts(*(int(scalar(getattr(lay, f), i)) for f in LAYOUT_FIELDS))  # type: ignore[arg-type]
     est.net_fractions = {k: float(v) for k, v in net_fractions(cluster, one, cluster.node.gpus, placement).items()}
+    est.net_hops = {k: int(v) for k, v in net_hops(cluster, one, cluster.node.gpus, placement).items()}
     if dataset is not None:
         stall = est.breakdown.get("data_stall", 0.0)
         est.data_path = data_path(cluster, dataset, est.step_time_s - stall, est.gpus, est.global_batch,

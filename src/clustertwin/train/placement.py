@@ -40,6 +40,8 @@ class Group:
     ranks_per_node: object
     net_fraction: object = None
     """share of injection bandwidth under concurrent groups (:mod:`clustertwin.train.topology_comm`)"""
+    net_hops: object = None
+    """switch hops of the group where the placement puts it (:mod:`clustertwin.train.topology_comm`)"""
 
 
 @dataclass

@@ -139,7 +139,8 @@ def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch
     full_f = full_recompute_fraction(lay, model.layers)  # 1 for full recompute of every layer (memory_moe)
 
     def coll(op: str, nbytes, group: Group):
-        return collective_time(cluster, op, nbytes, group.size, group.ranks_per_node, calibration, group.net_fraction)
+        return collective_time(cluster, op, nbytes, group.size, group.ranks_per_node, calibration, group.net_fraction,
+                               group.net_hops)
 
     passes = 2 + full_f  # forward + backward (+ recomputed forward)
     tp_layer, tp_kernels = tp_exposed(lay, T, c.h, passes, coll, grp.tp, hw, params)

@@ -13,7 +13,11 @@ are cut into node groups: a group of ``size`` ranks ``stride`` ranks apart spans
 pipeline stage, every pipeline's send/recv hops, every EP all-to-all - and
 :func:`clustertwin.topology.group_bandwidth` maps them onto leaves, pods, Dragonfly+ global links or torus
 links: the phase moves at the worst group's ``fraction`` of its injection bandwidth. That fraction is
-handed to the collective model (``net_fraction``), which uses ``min(span fraction, net_fraction)``.
+handed to the collective model (``net_fraction``), which uses ``min(span fraction, net_fraction)``;
+the switch hops of the farthest ring edge (all-to-all pair) where the placement puts the groups go with it
+(``net_hops``) and replace the contiguous span's hop count in the network step latency, ``hops x
+switch_latency_ns`` per step (:mod:`clustertwin.comm.latency`): a scattered DP ring crossing the spine
+pays 3 switch traversals per step instead of 1.
 
 Patterns: TP, CP, DP (dense gradients) and expert-DP run rings, EP an all-to-all, PP the ring of stage
 neighbours (send/recv). A kind whose groups stay inside one node gets 1.
@@ -35,7 +39,7 @@ from clustertwin.train.layout import Layouts
 from clustertwin.train.placement import Groups
 
 PLACEMENTS = ("contiguous", "scattered", "random")
-_CACHE: dict[tuple, float] = {}
+_CACHE: dict[tuple, tuple[float, int]] = {}
 _NODES: dict[tuple, np.ndarray] = {}
 _CACHE_LIMIT = 4096
 _TOPOLOGIES: dict[ClusterSpec, Topology] = {}
@@ -118,21 +122,29 @@ def node_shape(size: int, stride: int, gpus_per_node: int) -> tuple[int, int]:
 def kind_fraction(cluster: ClusterSpec, n_nodes: int, m: int, s: int, pattern: str, placement) -> float:
     """Worst group's fraction of injection bandwidth when all node groups of shape (``m``, ``s``) of an
     ``n_nodes`` job run ``pattern`` at once (module docstring); 1 inside a node."""
+    return kind_traffic(cluster, n_nodes, m, s, pattern, placement)[0]
+
+
+def kind_traffic(cluster: ClusterSpec, n_nodes: int, m: int, s: int, pattern: str,
+                 placement) -> tuple[float, int]:
+    """(:func:`kind_fraction`, switch hops of the farthest ring edge or all-to-all pair of those groups);
+    hops 0 inside a node or for a ragged shape (the collective model's contiguous span then counts them)."""
     if m <= 1 or n_nodes <= 1:
-        return 1.0
+        return 1.0, 0
     key = (cluster, n_nodes, m, s, pattern, placement_key(placement))
     hit = _CACHE.get(key)
     if hit is not None:
         return hit
     nodes = job_nodes(cluster, n_nodes, placement)
     if n_nodes % (m * s):
-        f = 1.0  # the group shape does not tile the job (ragged layouts): the span model alone
+        out = (1.0, 0)  # the group shape does not tile the job (ragged layouts): the span model alone
     else:
-        f = group_bandwidth(_topology(cluster), groups_of(nodes, m, s), pattern).fraction  # type: ignore[arg-type]
+        tr = group_bandwidth(_topology(cluster), groups_of(nodes, m, s), pattern)  # type: ignore[arg-type]
+        out = (tr.fraction, int(tr.max_hops))
     if len(_CACHE) >= _CACHE_LIMIT:
         _CACHE.clear()
-    _CACHE[key] = f
-    return f
+    _CACHE[key] = out
+    return out
 
 
 def _kinds(lay: Layouts) -> dict[str, tuple[object, object, str]]:
@@ -146,13 +158,22 @@ def _kinds(lay: Layouts) -> dict[str, tuple[object, object, str]]:
 def net_fractions(cluster: ClusterSpec, lay: Layouts, gpus_per_node: int, placement="contiguous") -> dict:
     """Fraction of injection bandwidth of every group kind of every layout (floats for a scalar layout,
     arrays otherwise); keys ``tp cp dp ep edp pp``."""
-    gpn = gpus_per_node
+    return _per_kind(cluster, lay, gpus_per_node, placement, 0)
+
+
+def net_hops(cluster: ClusterSpec, lay: Layouts, gpus_per_node: int, placement="contiguous") -> dict:
+    """Switch hops of every group kind where the placement puts it (:func:`kind_traffic`; ints for a
+    scalar layout, int arrays otherwise; 0 = inside a node); keys ``tp cp dp ep edp pp``."""
+    return _per_kind(cluster, lay, gpus_per_node, placement, 1)
+
+
+def _per_kind(cluster: ClusterSpec, lay: Layouts, gpn: int, placement, which: int) -> dict:
     out: dict[str, object] = {}
     if lay.is_scalar:
         n_nodes = max(1, int(lay.gpus) // gpn)
         for name, (size, stride, pattern) in _kinds(lay).items():
             m, s = node_shape(int(size), int(stride), gpn)  # type: ignore[call-overload]
-            out[name] = kind_fraction(cluster, n_nodes, m, s, pattern, placement)
+            out[name] = kind_traffic(cluster, n_nodes, m, s, pattern, placement)[which]
         return out
     n_nodes_a = np.maximum(np.asarray(lay.gpus) // gpn, 1)
     for name, (size, stride, pattern) in _kinds(lay).items():
@@ -161,16 +182,21 @@ def net_fractions(cluster: ClusterSpec, lay: Layouts, gpus_per_node: int, placem
         m_a = np.where(stride_a < gpn, np.maximum(1, -(-size_a * stride_a // gpn)), size_a)
         s_a = np.where(stride_a < gpn, 1, np.maximum(stride_a // gpn, 1))
         keys, inv = np.unique(np.stack([n_nodes_a, m_a, s_a]), axis=1, return_inverse=True)
-        vals = np.array([kind_fraction(cluster, int(a), int(b), int(c), pattern, placement) for a, b, c in keys.T])
+        vals = np.array([kind_traffic(cluster, int(a), int(b), int(c), pattern, placement)[which]
+                         for a, b, c in keys.T])
         out[name] = vals[inv.reshape(-1)]
     return out
 
 
 def with_topology(cluster: ClusterSpec, lay: Layouts, grp: Groups, gpus_per_node: int,
                   placement="contiguous") -> Groups:
-    """``grp`` with every group's ``net_fraction`` set from :func:`net_fractions` (expert-TP as TP)."""
+    """``grp`` with every group's ``net_fraction`` and ``net_hops`` set from :func:`net_fractions` and
+    :func:`net_hops` (expert-TP as TP)."""
     f = net_fractions(cluster, lay, gpus_per_node, placement)
-    return Groups(tp=replace(grp.tp, net_fraction=f["tp"]), cp=replace(grp.cp, net_fraction=f["cp"]),
-                  dp=replace(grp.dp, net_fraction=f["dp"]), ep=replace(grp.ep, net_fraction=f["ep"]),
-                  edp=replace(grp.edp, net_fraction=f["edp"]), pp=replace(grp.pp, net_fraction=f["pp"]),
-                  etp=replace(grp.etp, net_fraction=f["tp"]))
+    h = net_hops(cluster, lay, gpus_per_node, placement)
+
+    def g(group, kind: str):
+        return replace(group, net_fraction=f[kind], net_hops=h[kind])
+
+    return Groups(tp=g(grp.tp, "tp"), cp=g(grp.cp, "cp"), dp=g(grp.dp, "dp"), ep=g(grp.ep, "ep"),
+                  edp=g(grp.edp, "edp"), pp=g(grp.pp, "pp"), etp=g(grp.etp, "tp"))
