@@ -45,6 +45,21 @@ _CACHE_LIMIT = 4096
 _TOPOLOGIES: dict[ClusterSpec, Topology] = {}
 
 
+_HELD: dict[int, ClusterSpec] = {}
+"""Clusters whose ``id`` keys :data:`_CACHE`, held so that no id is reused while its entries live (a
+cluster spec hashes recursively through its pydantic fields, which cost a quarter of one estimate)."""
+
+
+def _cluster_id(cluster: ClusterSpec) -> int:
+    i = id(cluster)
+    if _HELD.get(i) is not cluster:
+        if len(_HELD) >= 64:
+            _HELD.clear()
+            _CACHE.clear()
+        _HELD[i] = cluster
+    return i
+
+
 def _topology(cluster: ClusterSpec) -> Topology:
     """The cluster's built topology, cached by value (the frozen spec is the key)."""
     hit = _TOPOLOGIES.get(cluster)
@@ -131,7 +146,7 @@ def kind_traffic(cluster: ClusterSpec, n_nodes: int, m: int, s: int, pattern: st
     hops 0 inside a node or for a ragged shape (the collective model's contiguous span then counts them)."""
     if m <= 1 or n_nodes <= 1:
         return 1.0, 0
-    key = (cluster, n_nodes, m, s, pattern, placement_key(placement))
+    key = (_cluster_id(cluster), n_nodes, m, s, pattern, placement_key(placement))
     hit = _CACHE.get(key)
     if hit is not None:
         return hit
@@ -143,6 +158,8 @@ def kind_traffic(cluster: ClusterSpec, n_nodes: int, m: int, s: int, pattern: st
         out = (tr.fraction, int(tr.max_hops))
     if len(_CACHE) >= _CACHE_LIMIT:
         _CACHE.clear()
+        _HELD.clear()
+        key = (_cluster_id(cluster), *key[1:])
     _CACHE[key] = out
     return out
 
@@ -158,42 +175,47 @@ def _kinds(lay: Layouts) -> dict[str, tuple[object, object, str]]:
 def net_fractions(cluster: ClusterSpec, lay: Layouts, gpus_per_node: int, placement="contiguous") -> dict:
     """Fraction of injection bandwidth of every group kind of every layout (floats for a scalar layout,
     arrays otherwise); keys ``tp cp dp ep edp pp``."""
-    return _per_kind(cluster, lay, gpus_per_node, placement, 0)
+    return _per_kind(cluster, lay, gpus_per_node, placement)[0]
 
 
 def net_hops(cluster: ClusterSpec, lay: Layouts, gpus_per_node: int, placement="contiguous") -> dict:
     """Switch hops of every group kind where the placement puts it (:func:`kind_traffic`; ints for a
     scalar layout, int arrays otherwise; 0 = inside a node); keys ``tp cp dp ep edp pp``."""
-    return _per_kind(cluster, lay, gpus_per_node, placement, 1)
+    return _per_kind(cluster, lay, gpus_per_node, placement)[1]
 
 
-def _per_kind(cluster: ClusterSpec, lay: Layouts, gpn: int, placement, which: int) -> dict:
-    out: dict[str, object] = {}
+def _per_kind(cluster: ClusterSpec, lay: Layouts, gpn: int, placement) -> tuple[dict, dict]:
+    """(fractions, hops) of every group kind; a layout batch is reduced to its distinct (nodes, m, s)
+    shapes first (one 1-D integer key, so the unique is a plain sort) and each shape is costed once."""
+    frac: dict[str, object] = {}
+    hops: dict[str, object] = {}
     if lay.is_scalar:
         n_nodes = max(1, int(lay.gpus) // gpn)
         for name, (size, stride, pattern) in _kinds(lay).items():
             m, s = node_shape(int(size), int(stride), gpn)  # type: ignore[call-overload]
-            out[name] = kind_traffic(cluster, n_nodes, m, s, pattern, placement)[which]
-        return out
-    n_nodes_a = np.maximum(np.asarray(lay.gpus) // gpn, 1)
+            frac[name], hops[name] = kind_traffic(cluster, n_nodes, m, s, pattern, placement)
+        return frac, hops
+    n_nodes_a = np.maximum(np.asarray(lay.gpus) // gpn, 1).astype(np.int64)
     for name, (size, stride, pattern) in _kinds(lay).items():
-        size_a = np.broadcast_to(np.asarray(size), n_nodes_a.shape)
-        stride_a = np.broadcast_to(np.asarray(stride), n_nodes_a.shape)
+        size_a = np.broadcast_to(np.asarray(size), n_nodes_a.shape).astype(np.int64)
+        stride_a = np.broadcast_to(np.asarray(stride), n_nodes_a.shape).astype(np.int64)
         m_a = np.where(stride_a < gpn, np.maximum(1, -(-size_a * stride_a // gpn)), size_a)
         s_a = np.where(stride_a < gpn, 1, np.maximum(stride_a // gpn, 1))
-        keys, inv = np.unique(np.stack([n_nodes_a, m_a, s_a]), axis=1, return_inverse=True)
-        vals = np.array([kind_traffic(cluster, int(a), int(b), int(c), pattern, placement)[which]
-                         for a, b, c in keys.T])
-        out[name] = vals[inv.reshape(-1)]
-    return out
+        base_m, base_s = int(m_a.max()) + 1, int(s_a.max()) + 1
+        code = (n_nodes_a * base_m + m_a) * base_s + s_a
+        keys, inv = np.unique(code.reshape(-1), return_inverse=True)
+        pairs = [kind_traffic(cluster, int(k // (base_m * base_s)), int(k // base_s % base_m), int(k % base_s),
+                              pattern, placement) for k in keys.tolist()]
+        frac[name] = np.array([f for f, _ in pairs])[inv].reshape(n_nodes_a.shape)
+        hops[name] = np.array([h for _, h in pairs], dtype=np.int64)[inv].reshape(n_nodes_a.shape)
+    return frac, hops
 
 
 def with_topology(cluster: ClusterSpec, lay: Layouts, grp: Groups, gpus_per_node: int,
                   placement="contiguous") -> Groups:
     """``grp`` with every group's ``net_fraction`` and ``net_hops`` set from :func:`net_fractions` and
     :func:`net_hops` (expert-TP as TP)."""
-    f = net_fractions(cluster, lay, gpus_per_node, placement)
-    h = net_hops(cluster, lay, gpus_per_node, placement)
+    f, h = _per_kind(cluster, lay, gpus_per_node, placement)
 
     def g(group, kind: str):
         return replace(group, net_fraction=f[kind], net_hops=h[kind])
