@@ -203,50 +203,50 @@ class Simulator(LifecycleMixin, BackfillMixin, MetricsMixin):
         # outside backfill
         self._res: list | None = None
         self._in_backfill = False
-        kinds = {"whole": 0, "share": 1, "spread": 2}
-        self.req_kind = np.array([kinds[r.kind] for r in self.requests], dtype=np.int64)
-        self.req_g = np.array([r.g for r in self.requests], dtype=np.int64)
-        self.req_m = np.array([r.m for r in self.requests], dtype=np.int64)
-        self.req_milli = np.array([r.total_milli for r in self.requests], dtype=np.int64)
-        codes: dict[int, int] = {}
-        self.elig_arrays: list[np.ndarray] = []
-        elig_code = []
-        for r in self.requests:
-            c = codes.get(id(r.eligible))
-            if c is None:
-                c = codes[id(r.eligible)] = len(self.elig_arrays)
-                self.elig_arrays.append(r.eligible)
-            elig_code.append(c)
-        self.req_elig = np.array(elig_code, dtype=np.int64)
 
     # ------------------------------------------------------------------ setup
     def _requests(self) -> list[Request]:
+        """One :class:`Request` per job, shared by the jobs of the same shape (built once per distinct
+        shape); also sets the per-job arrays ``req_kind`` (0 whole, 1 share, 2 spread), ``req_g``,
+        ``req_m``, ``req_milli`` and ``req_elig`` (index into ``elig_arrays``)."""
         jobs, cl = self.jobs, self.cluster
-        milli = jobs.share_milli
-        elig_cache: dict[frozenset[str], np.ndarray] = {}
-        max_node = {}
-        out = []
-        for j in range(self.n):
-            types = jobs.gpu_types[j]
-            elig = elig_cache.get(types)
-            if elig is None:
-                if types:
-                    codes = [i for i, m in enumerate(cl.models) if m in types]
-                    elig = np.isin(cl.model_code, codes)
-                else:
-                    elig = np.ones(cl.nodes, dtype=bool)
-                elig_cache[types] = elig
-                max_node[types] = int(cl.gpus[elig].max()) if elig.any() else 0
-            g = float(jobs.gpus_per_unit[j])
-            units = int(jobs.units[j])
-            cpu, mem = int(jobs.cpu_milli[j]), int(jobs.memory_mib[j])
-            if milli[j] < MILLI_PER_GPU:
-                out.append(Request("share", 0, int(milli[j]), max(units, 1), elig, cpu, mem))
-            elif units == 0 and g > max_node[types]:
-                out.append(Request("spread", int(g), 0, 1, elig))
+        n = self.n
+        elig_code_of: dict[frozenset[str], int] = {}
+        self.elig_arrays: list[np.ndarray] = []
+        max_node: list[int] = []
+        for types in dict.fromkeys(jobs.gpu_types):
+            if types:
+                codes = [i for i, m in enumerate(cl.models) if m in types]
+                elig = np.isin(cl.model_code, codes)
             else:
-                out.append(Request("whole", int(g), 0, max(units, 1), elig, cpu, mem))
-        return out
+                elig = np.ones(cl.nodes, dtype=bool)
+            elig_code_of[types] = len(self.elig_arrays)
+            self.elig_arrays.append(elig)
+            max_node.append(int(cl.gpus[elig].max()) if elig.any() else 0)
+        ecode = np.fromiter((elig_code_of[t] for t in jobs.gpu_types), dtype=np.int64, count=n)
+        milli = jobs.share_milli
+        g = jobs.gpus_per_unit
+        units = np.maximum(jobs.units, 1)
+        share = milli < MILLI_PER_GPU
+        spread = ~share & (jobs.units == 0) & (g > np.asarray(max_node, dtype=float)[ecode])
+        kind = np.where(share, 1, np.where(spread, 2, 0)).astype(np.int64)
+        gi = np.where(share, 0, g.astype(np.int64))
+        m = np.where(share, milli, 0)
+        u = np.where(spread, 1, units)
+        cpu = np.where(spread, 0, jobs.cpu_milli)
+        mem = np.where(spread, 0, jobs.memory_mib)
+        keys = np.stack([kind, gi, m, u, ecode, cpu, mem], axis=1).astype(np.int64)
+        if n:
+            uniq, inv = np.unique(keys, axis=0, return_inverse=True)
+            inv = inv.ravel()
+        else:
+            uniq, inv = keys, np.zeros(0, dtype=np.int64)
+        names = ("whole", "share", "spread")
+        shapes = [Request(names[k], gg, mm, uu, self.elig_arrays[e], c, me)
+                  for k, gg, mm, uu, e, c, me in uniq.tolist()]
+        self.req_kind, self.req_g, self.req_m, self.req_elig = kind, gi, m, ecode
+        self.req_milli = np.array([r.total_milli for r in shapes], dtype=np.int64)[inv] if n else inv
+        return [shapes[i] for i in inv.tolist()]
 
     def _push(self, t: float, kind: int, a: int, b: int = 0) -> None:
         self.seq += 1
