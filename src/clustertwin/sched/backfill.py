@@ -94,55 +94,52 @@ class BackfillMixin:
         if last <= h + 1:
             return
         st = self.state
-        free_milli = int(st.tot.sum())
+        free_milli = st.free_total
         if free_milli <= 0:
             return
-        # vectorised pre-filter: a job that cannot fit the whole free pool, the largest free node or the
-        # largest free share now never fits during this pass (the state only shrinks)
-        ranks = np.array(q[h + 1:last], dtype=np.int64)
-        cand = ranks if self.dynamic else self.job_of_rank[ranks]
-        kind = self.req_kind[cand]
-        g = self.req_g[cand]
-        ok = (self.req_milli[cand] <= free_milli) & np.where(
-            kind == 0, g <= int(st.whole.max()), np.where(kind == 1, self.req_m[cand] <= int(st.top.max()), True))
-        if not ok.any():
+        # Between releases the state only shrinks, so a shape that does not fit now never will until the
+        # next release (dead: that shape and the larger ones of its family); a shape refused for the
+        # head's sake stays refused until the next start changes the state (refused).
+        if self._bf_dead[0] != self.stop_version:
+            self._bf_dead = (self.stop_version, set(), np.zeros(len(self.shapes.requests), dtype=bool))
+        dead, dead_arr = self._bf_dead[1], self._bf_dead[2]
+        # vectorised pre-filter by shape: one that cannot fit the whole free pool, the largest free node or
+        # the largest free share now never fits during this pass
+        sh = self.shapes
+        ok_shape = (sh.milli <= free_milli) & (sh.whole_need <= st.whole_max()) & ~dead_arr
+        if self._has_shares:
+            ok_shape &= sh.share_need <= int(st.top.max())
+        entries = np.array(q[h + 1:last], dtype=np.int64)
+        shp = self._shape_of_q[entries]
+        idx = np.flatnonzero(ok_shape[shp])
+        if not len(idx):
             return
+        sel = entries[idx]
+        cand_l = (sel if self.dynamic else self.job_of_rank[sel]).tolist()
+        short_l = (t + self._limit_of_q[sel] <= shadow).tolist()
         started = []
-        # Between releases the state only shrinks, so a shape that does not fit now never will (no_fit keeps
-        # the smallest failing size per shape family); a shape refused for the head's sake stays refused
-        # until the next start changes the state (refused).
-        # (no_fit also holds across passes while nothing was released: the state has only shrunk since)
-        if self._bf_no_fit[0] != self.stop_version:
-            self._bf_no_fit = (self.stop_version, {})
-        no_fit: dict[tuple, int] = self._bf_no_fit[1]
-        refused: set[tuple] = set()
-        limit = self.limit_list
+        refused: set[int] = set()
         quota = self.quota
         total_gpus = self.total_gpus_list
-        cand_l = cand.tolist()
-        milli_l = self.req_milli[cand].tolist()
-        requests = self.requests
-        for i in np.flatnonzero(ok).tolist():
-            if milli_l[i] > free_milli:  # (cheapest test first: every test here only skips)
-                continue
-            j = cand_l[i]
-            req = requests[j]
-            family = req.family
-            if req.g >= no_fit.get(family, _NEVER):
+        requests = sh.requests
+        milli_s = self._shape_milli
+        larger = sh.larger_in_family
+        place = self.placer.place
+        for i, s, j, short in zip(idx.tolist(), shp[idx].tolist(), cand_l, short_l, strict=True):
+            if s in dead or milli_s[s] > free_milli or (not short and s in refused):
                 continue
             if quota is not None and not quota.admits(j, total_gpus[j]):
                 continue
-            short = t + limit[j] <= shadow
-            if not short and (family, req.g) in refused:
-                continue
-            alloc = self.placer.place(st, req)
+            alloc = place(st, requests[s])
             if alloc is None:
-                no_fit[family] = min(req.g, no_fit.get(family, _NEVER))
+                for o in larger[s]:
+                    dead.add(o)
+                    dead_arr[o] = True
                 continue
             if short:
                 proj.freeze(alloc.node_list)
             elif not proj.take_if_still_fits(alloc):
-                refused.add((family, req.g))
+                refused.add(s)
                 continue
             self._in_backfill = True
             self._start(j, alloc, t)

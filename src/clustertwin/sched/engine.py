@@ -50,7 +50,7 @@ from clustertwin.sched.job_states import (  # noqa: F401  (re-exported)
     STATE_NAMES,
     UNSCHEDULABLE,
 )
-from clustertwin.sched.jobs import MILLI_PER_GPU, JobTable
+from clustertwin.sched.jobs import JobTable
 from clustertwin.sched.lifecycle import LifecycleMixin
 from clustertwin.sched.placement import Placer, WorkloadShapes
 from clustertwin.sched.policy import (  # noqa: F401  (re-exported)
@@ -63,6 +63,7 @@ from clustertwin.sched.policy import (  # noqa: F401  (re-exported)
     get_policy,
 )
 from clustertwin.sched.quota import QuotaLayout, QuotaState
+from clustertwin.sched.shapes import build as build_shapes
 from clustertwin.sched.sim_metrics import MetricsMixin, SimResult
 from clustertwin.sched.state import Allocation, ClusterState, Request
 
@@ -123,7 +124,11 @@ class Simulator(LifecycleMixin, BackfillMixin, MetricsMixin):
         self.state = ClusterState(cluster)
         n = len(jobs)
         self.n = n
-        self.requests = self._requests()
+        sh = self.shapes = build_shapes(jobs, cluster)
+        self.requests: list[Request] = [sh.requests[s] for s in sh.shape.tolist()]
+        self.elig_arrays = sh.elig_arrays
+        self.req_kind, self.req_g, self.req_m = sh.kind[sh.shape], sh.g[sh.shape], sh.m[sh.shape]
+        self.req_milli, self.req_elig = sh.milli[sh.shape], sh.elig[sh.shape]
         extra = np.zeros(n) if runtime_extra_s is None else np.asarray(runtime_extra_s, dtype=float)
         self.limit_s = jobs.limit_s + extra
         self.runtime = np.minimum(jobs.runtime_s + extra, self.limit_s)
@@ -173,6 +178,11 @@ class Simulator(LifecycleMixin, BackfillMixin, MetricsMixin):
         self.job_of_rank_list: list[int] = self.job_of_rank.tolist()
         self.limit_list: list[float] = self.limit_s.tolist()
         self.queue: list[int] = []
+        # shape and time limit of each queue entry (a rank, or a job id for a dynamic order)
+        self._shape_of_q = sh.shape if self.dynamic else sh.shape[self.job_of_rank]
+        self._limit_of_q = self.limit_s if self.dynamic else self.limit_s[self.job_of_rank]
+        self._shape_milli: list[int] = sh.milli.tolist()
+        self._has_shares = sh.has_shares
         # fair-share accounts: teams when a quota layout names them, else users
         if config.quotas is not None:
             self.account_of = config.quotas.team_of_job
@@ -196,8 +206,9 @@ class Simulator(LifecycleMixin, BackfillMixin, MetricsMixin):
         self.stop_version = 0
         """Counts the events that can free capacity (job stops, node repairs and failures)."""
         self._head_fail: tuple[int, int] = (-1, -1)
-        self._bf_no_fit: tuple[int, dict[tuple, int]] = (-1, {})
         """(job, stop_version) of the last job that did not fit at the queue's head."""
+        self._bf_dead: tuple[int, set[int], np.ndarray] = (-1, set(), np.zeros(0, dtype=bool))
+        """(stop_version, shapes that did not fit since then, the same as a mask) for backfill."""
         # the head's reservation, kept up to date incrementally: [head, projection, keys of the running
         # jobs released in it (a prefix of self.running)]; dropped when a node changes or a job starts
         # outside backfill
@@ -205,49 +216,6 @@ class Simulator(LifecycleMixin, BackfillMixin, MetricsMixin):
         self._in_backfill = False
 
     # ------------------------------------------------------------------ setup
-    def _requests(self) -> list[Request]:
-        """One :class:`Request` per job, shared by the jobs of the same shape (built once per distinct
-        shape); also sets the per-job arrays ``req_kind`` (0 whole, 1 share, 2 spread), ``req_g``,
-        ``req_m``, ``req_milli`` and ``req_elig`` (index into ``elig_arrays``)."""
-        jobs, cl = self.jobs, self.cluster
-        n = self.n
-        elig_code_of: dict[frozenset[str], int] = {}
-        self.elig_arrays: list[np.ndarray] = []
-        max_node: list[int] = []
-        for types in dict.fromkeys(jobs.gpu_types):
-            if types:
-                codes = [i for i, m in enumerate(cl.models) if m in types]
-                elig = np.isin(cl.model_code, codes)
-            else:
-                elig = np.ones(cl.nodes, dtype=bool)
-            elig_code_of[types] = len(self.elig_arrays)
-            self.elig_arrays.append(elig)
-            max_node.append(int(cl.gpus[elig].max()) if elig.any() else 0)
-        ecode = np.fromiter((elig_code_of[t] for t in jobs.gpu_types), dtype=np.int64, count=n)
-        milli = jobs.share_milli
-        g = jobs.gpus_per_unit
-        units = np.maximum(jobs.units, 1)
-        share = milli < MILLI_PER_GPU
-        spread = ~share & (jobs.units == 0) & (g > np.asarray(max_node, dtype=float)[ecode])
-        kind = np.where(share, 1, np.where(spread, 2, 0)).astype(np.int64)
-        gi = np.where(share, 0, g.astype(np.int64))
-        m = np.where(share, milli, 0)
-        u = np.where(spread, 1, units)
-        cpu = np.where(spread, 0, jobs.cpu_milli)
-        mem = np.where(spread, 0, jobs.memory_mib)
-        keys = np.stack([kind, gi, m, u, ecode, cpu, mem], axis=1).astype(np.int64)
-        if n:
-            uniq, inv = np.unique(keys, axis=0, return_inverse=True)
-            inv = inv.ravel()
-        else:
-            uniq, inv = keys, np.zeros(0, dtype=np.int64)
-        names = ("whole", "share", "spread")
-        shapes = [Request(names[k], gg, mm, uu, self.elig_arrays[e], c, me)
-                  for k, gg, mm, uu, e, c, me in uniq.tolist()]
-        self.req_kind, self.req_g, self.req_m, self.req_elig = kind, gi, m, ecode
-        self.req_milli = np.array([r.total_milli for r in shapes], dtype=np.int64)[inv] if n else inv
-        return [shapes[i] for i in inv.tolist()]
-
     def _push(self, t: float, kind: int, a: int, b: int = 0) -> None:
         self.seq += 1
         heapq.heappush(self.heap, (t, kind, self.seq, a, b))

@@ -17,33 +17,59 @@ from clustertwin.sched.cluster import SchedCluster
 from clustertwin.sched.jobs import MILLI_PER_GPU
 
 
-@dataclass(frozen=True)
 class Allocation:
-    """GPU capacity held by one job: ``milli[i]`` milli-GPUs of slot ``slots[i]`` on node ``nodes[i]``."""
+    """GPU capacity held by one job: ``milli[i]`` milli-GPUs of slot ``slots[i]`` on node ``nodes[i]``.
 
-    nodes: np.ndarray
-    slots: np.ndarray
-    milli: np.ndarray
-    node_list: tuple[int, ...]
-    """Distinct nodes, in placement order."""
-    total_milli: int
-    entries: tuple[tuple[int, int, int], ...]
-    """``(node, slot, milli)`` as Python ints (for projections)."""
-    cpu: int = 0
-    """CPU milli-cores held on each node of ``node_list``."""
-    mem: int = 0
-    """Memory (MiB) held on each node of ``node_list``."""
+    Held as Python ints: ``entries`` ``(node, slot, milli)``, ``node_list`` (distinct nodes, in placement
+    order), ``total_milli``, and ``cpu`` / ``mem`` (CPU milli-cores and memory MiB held on each node of
+    ``node_list``); the ``nodes`` / ``slots`` / ``milli`` arrays are built when first asked for. Treat as
+    immutable."""
+
+    __slots__ = ("_arrays", "cpu", "entries", "mem", "node_list", "total_milli")
+
+    def __init__(self, entries: tuple[tuple[int, int, int], ...], node_list: tuple[int, ...], total_milli: int,
+                 cpu: int = 0, mem: int = 0) -> None:
+        self.entries = entries
+        self.node_list = node_list
+        self.total_milli = total_milli
+        self.cpu = cpu
+        self.mem = mem
+        self._arrays: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     @classmethod
     def make(cls, nodes: np.ndarray, slots: np.ndarray, milli: np.ndarray, cpu: int = 0,
              mem: int = 0) -> Allocation:
-        nodes = np.asarray(nodes, dtype=np.int64)
-        slots = np.asarray(slots, dtype=np.int64)
-        milli = np.asarray(milli, dtype=np.int64)
-        nl = nodes.tolist()
-        ml = milli.tolist()
-        return cls(nodes, slots, milli, tuple(dict.fromkeys(nl)), sum(ml),
-                   tuple(zip(nl, slots.tolist(), ml, strict=True)), cpu, mem)
+        nl = np.asarray(nodes, dtype=np.int64).tolist()
+        ml = np.asarray(milli, dtype=np.int64).tolist()
+        return cls(tuple(zip(nl, np.asarray(slots, dtype=np.int64).tolist(), ml, strict=True)),
+                   tuple(dict.fromkeys(nl)), sum(ml), cpu, mem)
+
+    @classmethod
+    def whole_gpus(cls, node: int, slots: list[int]) -> Allocation:
+        """Whole GPUs ``slots`` of one node."""
+        return cls(tuple((node, s, MILLI_PER_GPU) for s in slots), (node,), len(slots) * MILLI_PER_GPU)
+
+    def with_res(self, cpu: int, mem: int) -> Allocation:
+        """The same GPUs, holding ``cpu`` milli-cores and ``mem`` MiB on each node."""
+        return Allocation(self.entries, self.node_list, self.total_milli, cpu, mem)
+
+    def _array(self, k: int) -> np.ndarray:
+        if self._arrays is None:
+            cols = np.array(self.entries, dtype=np.int64).reshape(-1, 3)
+            self._arrays = (cols[:, 0].copy(), cols[:, 1].copy(), cols[:, 2].copy())
+        return self._arrays[k]
+
+    @property
+    def nodes(self) -> np.ndarray:
+        return self._array(0)
+
+    @property
+    def slots(self) -> np.ndarray:
+        return self._array(1)
+
+    @property
+    def milli(self) -> np.ndarray:
+        return self._array(2)
 
     @property
     def gpus(self) -> float:
@@ -101,6 +127,10 @@ class ClusterState:
         self.top = self.free.max(axis=1)
         self.tot = self.free.sum(axis=1)
         self.up = np.ones(n, dtype=bool)
+        self.free_total = int(self.tot.sum())
+        """Free milli-GPUs of the whole cluster (``tot.sum()``, kept as a Python int)."""
+        self.whole_count = np.bincount(self.whole, minlength=s + 1).tolist()
+        """``whole_count[w]``: nodes with exactly ``w`` wholly free GPUs."""
         self.leaf = cluster.leaf
         unlimited = np.full(n, UNLIMITED, dtype=np.int64)
         self.cpu_free = unlimited.copy() if cluster.cpu_milli is None else cluster.cpu_milli.astype(np.int64).copy()
@@ -108,18 +138,31 @@ class ClusterState:
 
     # ------------------------------------------------------------------ updates
     def _refresh(self, nodes: tuple[int, ...] | list[int]) -> None:
+        count = self.whole_count
         if len(nodes) == 1:
             n = nodes[0]
             row = self.free[n].tolist()  # (a few slots: plain Python beats three numpy reductions)
-            self.whole[n] = row.count(MILLI_PER_GPU)
+            w = row.count(MILLI_PER_GPU)
+            count[int(self.whole[n])] -= 1
+            count[w] += 1
+            tot = sum(row)
+            self.free_total += tot - int(self.tot[n])
+            self.whole[n] = w
             self.top[n] = max(row)
-            self.tot[n] = sum(row)
+            self.tot[n] = tot
             return
         idx = np.fromiter(nodes, dtype=np.int64, count=len(nodes))
         rows = self.free[idx]
-        self.whole[idx] = (rows == MILLI_PER_GPU).sum(axis=1)
+        for w in self.whole[idx].tolist():
+            count[w] -= 1
+        whole = (rows == MILLI_PER_GPU).sum(axis=1)
+        for w in whole.tolist():
+            count[w] += 1
+        tot = rows.sum(axis=1)
+        self.free_total += int(tot.sum()) - int(self.tot[idx].sum())
+        self.whole[idx] = whole
         self.top[idx] = rows.max(axis=1)
-        self.tot[idx] = rows.sum(axis=1)
+        self.tot[idx] = tot
 
     def apply(self, alloc: Allocation, sign: int) -> None:
         """Take (``sign=-1``) or give back (``sign=+1``) an allocation."""
@@ -129,9 +172,14 @@ class ClusterState:
             for _, s, m in alloc.entries:
                 row[s] += sign * m
             self.free[n] = row
-            self.whole[n] = row.count(MILLI_PER_GPU)
+            w = row.count(MILLI_PER_GPU)
+            count = self.whole_count
+            count[int(self.whole[n])] -= 1
+            count[w] += 1
+            self.whole[n] = w
             self.top[n] = max(row)
             self.tot[n] = sum(row)
+            self.free_total += sign * alloc.total_milli
         else:
             self.free[alloc.nodes, alloc.slots] += sign * alloc.milli
             self._refresh(alloc.node_list)
@@ -150,6 +198,14 @@ class ClusterState:
         self.up[node] = True
         self.free[node] = self.cap[node]
         self._refresh((node,))
+
+    def whole_max(self) -> int:
+        """The most wholly free GPUs on one node (``whole.max()``)."""
+        count = self.whole_count
+        for w in range(len(count) - 1, 0, -1):
+            if count[w]:
+                return w
+        return 0
 
     # ------------------------------------------------------------------ fit
     def contribution(self, req: Request, nodes: np.ndarray | None = None) -> np.ndarray:
