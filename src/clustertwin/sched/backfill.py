@@ -10,7 +10,8 @@ import math
 
 import numpy as np
 
-from clustertwin.sched.state import Allocation, Projection, Request
+from clustertwin.sched.projection import Projection
+from clustertwin.sched.state import Allocation, Request
 
 _NEVER = 1 << 62
 """A time later than any simulated event (an unreachable reservation)."""

@@ -183,6 +183,9 @@ class Simulator(LifecycleMixin, BackfillMixin, MetricsMixin):
         self._limit_of_q = self.limit_s if self.dynamic else self.limit_s[self.job_of_rank]
         self._shape_milli: list[int] = sh.milli.tolist()
         self._has_shares = sh.has_shares
+        self._frag_fast = not self._has_shares and len(sh.elig_arrays) == 1 and bool(sh.elig_arrays[0].all())
+        self._size_of_q: list[int] = sh.frag_size[self._shape_of_q].tolist()
+        self._size_floor = int(sh.frag_size.min()) if n else 0
         # fair-share accounts: teams when a quota layout names them, else users
         if config.quotas is not None:
             self.account_of = config.quotas.team_of_job

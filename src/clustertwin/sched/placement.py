@@ -120,7 +120,7 @@ def _alloc(nodes: list[np.ndarray], slots: list[np.ndarray], milli: list[np.ndar
 
 def _free_slots(state: ClusterState, n: int, g: int) -> list[int]:
     """The first ``g`` wholly free GPU slots of node ``n``."""
-    return [s for s, v in enumerate(state.free[n].tolist()) if v == MILLI_PER_GPU][:g]
+    return [s for s, v in enumerate(state.rows[n]) if v == MILLI_PER_GPU][:g]
 
 
 _ROW_HASH_SEED = 0x9E3779B97F4A7C15  # golden-ratio constant of Fibonacci hashing
@@ -155,9 +155,8 @@ class Placer:
     # ------------------------------------------------------------------ public
     def place(self, state: ClusterState, req: Request) -> Allocation | None:
         """An allocation for ``req``, or None if it does not fit now."""
-        if (req.kind == "whole" and req.units == 1 and req.g >= 1 and not req.has_res
-                and self.name in ("first-fit", "best-fit")):
-            return self._whole_one(state, req)
+        if req.kind == "whole" and req.g >= 1 and not req.has_res and self.name in ("first-fit", "best-fit"):
+            return self._whole_fast(state, req)
         contrib = state.contribution(req)
         if int(contrib.sum()) < req.need:
             return None
@@ -178,22 +177,32 @@ class Placer:
         return alloc
 
     # ------------------------------------------------------------------ single unit
-    def _whole_one(self, state: ClusterState, req: Request) -> Allocation | None:
-        """Fast path of :meth:`place` for one whole-GPU unit without CPU/memory (first-fit, best-fit):
-        the same node and slots as the general path, with fewer array passes."""
-        ok = state.whole >= req.g
-        if not req.all_eligible:
-            ok &= req.eligible
+    def _whole_fast(self, state: ClusterState, req: Request) -> Allocation | None:
+        """Fast path of :meth:`place` for whole-GPU units without CPU/memory (first-fit, best-fit), from
+        the nodes' bit masks by wholly free GPUs: the same nodes and slots as the general path (first-fit:
+        the lowest-numbered nodes that fit; best-fit: the fewest wholly free GPUs first, then the lowest
+        number)."""
+        g, k = req.g, req.units
+        eq = state.whole_eq
+        chosen: list[int] = []
         if self.name == "first-fit":
-            n = int(ok.argmax())
-            if not ok[n]:
-                return None
+            m = state.nodes_with_whole(g, req.elig_mask)
+            masks = [m]
         else:
-            cand = np.flatnonzero(ok)
-            if not len(cand):
-                return None
-            n = int(cand[np.argmin(state.whole[cand])])
-        return Allocation.whole_gpus(n, _free_slots(state, n, req.g))
+            masks = [eq[w] & req.elig_mask for w in range(g, len(eq))]
+        for m in masks:
+            while m and len(chosen) < k:
+                low = m & -m
+                chosen.append(low.bit_length() - 1)
+                m ^= low
+            if len(chosen) == k:
+                break
+        else:
+            return None
+        if k == 1:
+            return Allocation.whole_gpus(chosen[0], _free_slots(state, chosen[0], g))
+        entries = tuple((n, s, MILLI_PER_GPU) for n in chosen for s in _free_slots(state, n, g))
+        return Allocation(entries, tuple(chosen), k * g * MILLI_PER_GPU)
 
     def _one(self, state: ClusterState, req: Request, cand: np.ndarray) -> Allocation:
         if req.kind == "whole":

@@ -109,6 +109,8 @@ class Request:
         object.__setattr__(self, "family", (self.kind, self.m, self.units, id(self.eligible), self.cpu, self.mem))
         object.__setattr__(self, "has_res", bool(self.cpu or self.mem) and self.kind != "spread")
         object.__setattr__(self, "all_eligible", bool(np.all(self.eligible)))
+        object.__setattr__(self, "elig_mask", -1 if self.all_eligible else int.from_bytes(
+            np.packbits(np.asarray(self.eligible, dtype=bool), bitorder="little").tobytes(), "little"))
 
 
 UNLIMITED = np.iinfo(np.int64).max // 4
@@ -127,62 +129,65 @@ class ClusterState:
         self.top = self.free.max(axis=1)
         self.tot = self.free.sum(axis=1)
         self.up = np.ones(n, dtype=bool)
+        # Python mirrors kept in step with the arrays (cheap per-node reads and updates):
+        self.rows: list[list[int]] = self.free.tolist()
+        """``rows[n]``: ``free[n]`` as a list."""
+        self.whole_l: list[int] = self.whole.tolist()
         self.free_total = int(self.tot.sum())
-        """Free milli-GPUs of the whole cluster (``tot.sum()``, kept as a Python int)."""
+        """Free milli-GPUs of the whole cluster (``tot.sum()``)."""
         self.whole_count = np.bincount(self.whole, minlength=s + 1).tolist()
         """``whole_count[w]``: nodes with exactly ``w`` wholly free GPUs."""
+        self.whole_eq = [0] * (s + 1)
+        """``whole_eq[w]``: bit mask (a Python int, bit ``n`` = node ``n``) of the nodes with exactly ``w``
+        wholly free GPUs."""
+        for node, w in enumerate(self.whole_l):
+            self.whole_eq[w] |= 1 << node
         self.leaf = cluster.leaf
         unlimited = np.full(n, UNLIMITED, dtype=np.int64)
         self.cpu_free = unlimited.copy() if cluster.cpu_milli is None else cluster.cpu_milli.astype(np.int64).copy()
         self.mem_free = unlimited.copy() if cluster.memory_mib is None else cluster.memory_mib.astype(np.int64).copy()
 
     # ------------------------------------------------------------------ updates
+    def _set_whole(self, n: int, w: int) -> None:
+        old = self.whole_l[n]
+        if old != w:
+            self.whole_l[n] = w
+            self.whole_count[old] -= 1
+            self.whole_count[w] += 1
+            bit = 1 << n
+            self.whole_eq[old] ^= bit
+            self.whole_eq[w] ^= bit
+            self.whole[n] = w
+
     def _refresh(self, nodes: tuple[int, ...] | list[int]) -> None:
-        count = self.whole_count
-        if len(nodes) == 1:
-            n = nodes[0]
-            row = self.free[n].tolist()  # (a few slots: plain Python beats three numpy reductions)
-            w = row.count(MILLI_PER_GPU)
-            count[int(self.whole[n])] -= 1
-            count[w] += 1
+        """Recompute the per-node summaries of ``nodes`` from ``free``."""
+        for n in nodes:
+            row = self.free[n].tolist()
+            self.rows[n] = row
+            self._set_whole(n, row.count(MILLI_PER_GPU))
             tot = sum(row)
             self.free_total += tot - int(self.tot[n])
-            self.whole[n] = w
             self.top[n] = max(row)
             self.tot[n] = tot
-            return
-        idx = np.fromiter(nodes, dtype=np.int64, count=len(nodes))
-        rows = self.free[idx]
-        for w in self.whole[idx].tolist():
-            count[w] -= 1
-        whole = (rows == MILLI_PER_GPU).sum(axis=1)
-        for w in whole.tolist():
-            count[w] += 1
-        tot = rows.sum(axis=1)
-        self.free_total += int(tot.sum()) - int(self.tot[idx].sum())
-        self.whole[idx] = whole
-        self.top[idx] = rows.max(axis=1)
-        self.tot[idx] = tot
 
     def apply(self, alloc: Allocation, sign: int) -> None:
         """Take (``sign=-1``) or give back (``sign=+1``) an allocation."""
-        if len(alloc.node_list) == 1:  # one node (most jobs): update its row as a Python list
-            n = alloc.node_list[0]
-            row = self.free[n].tolist()
-            for _, s, m in alloc.entries:
-                row[s] += sign * m
-            self.free[n] = row
-            w = row.count(MILLI_PER_GPU)
-            count = self.whole_count
-            count[int(self.whole[n])] -= 1
-            count[w] += 1
-            self.whole[n] = w
+        rows, free = self.rows, self.free
+        entries = alloc.entries
+        few = len(entries) <= 2
+        for n, s, m in entries:
+            v = rows[n][s] + sign * m
+            rows[n][s] = v
+            if few:
+                free[n, s] = v
+        for n in alloc.node_list:
+            row = rows[n]
+            if not few:
+                free[n] = row
+            self._set_whole(n, row.count(MILLI_PER_GPU))
             self.top[n] = max(row)
             self.tot[n] = sum(row)
-            self.free_total += sign * alloc.total_milli
-        else:
-            self.free[alloc.nodes, alloc.slots] += sign * alloc.milli
-            self._refresh(alloc.node_list)
+        self.free_total += sign * alloc.total_milli
         if alloc.cpu or alloc.mem:
             idx = list(alloc.node_list)
             self.cpu_free[idx] += sign * alloc.cpu
@@ -207,6 +212,17 @@ class ClusterState:
                 return w
         return 0
 
+    def nodes_with_whole(self, g: int, elig_mask: int = -1) -> int:
+        """Bit mask of the nodes (within ``elig_mask``) with at least ``g`` wholly free GPUs."""
+        m = 0
+        for w in range(max(g, 0), len(self.whole_eq)):
+            m |= self.whole_eq[w]
+        return m & elig_mask
+
+    def count_whole_at_least(self, g: int) -> int:
+        """Nodes with at least ``g`` wholly free GPUs."""
+        return sum(self.whole_count[max(g, 0):])
+
     # ------------------------------------------------------------------ fit
     def contribution(self, req: Request, nodes: np.ndarray | None = None) -> np.ndarray:
         """Per-node contribution to ``req.need``: 1 if the node can host a unit (whole/share), or its
@@ -223,95 +239,3 @@ class ClusterState:
 
     def fits(self, req: Request) -> bool:
         return int(self.contribution(req).sum()) >= req.need
-
-
-def row_contribution(req: Request, node: int, row: list[int], res: list[int] | None = None) -> int:
-    """:meth:`ClusterState.contribution` of one node whose free slots are ``row`` and free
-    ``[cpu, memory]`` is ``res`` (plain Python, for the projected states of backfill and preemption)."""
-    if not req.eligible[node]:
-        return 0
-    if req.has_res and res is not None and (res[0] < req.cpu or res[1] < req.mem):
-        return 0
-    if req.kind == "share":
-        return 1 if max(row) >= req.m else 0
-    whole = row.count(MILLI_PER_GPU)
-    if req.kind == "whole":
-        return 1 if whole >= req.g else 0
-    return whole
-
-
-class Projection:
-    """A copy-on-write view of ``free`` used to ask "would the request fit if these allocations were
-    released / taken?" without touching the real state. Tracks the request's total contribution."""
-
-    def __init__(self, state: ClusterState, req: Request) -> None:
-        self.state = state
-        self.req = req
-        self.rows: dict[int, list[int]] = {}
-        self.res: dict[int, list[int]] = {}
-        self.total = int(state.contribution(req).sum())
-
-    def row(self, node: int) -> list[int]:
-        r = self.rows.get(node)
-        if r is None:
-            r = self.state.free[node].tolist()
-            self.rows[node] = r
-            self.res[node] = [int(self.state.cpu_free[node]), int(self.state.mem_free[node])]
-        return r
-
-    def freeze(self, nodes: tuple[int, ...]) -> None:
-        """Copy these rows now: call before the real state of ``nodes`` changes, so that the projection
-        stays "state when created + its own releases and takes"."""
-        for n in nodes:
-            self.row(n)
-
-    def _change(self, alloc: Allocation, sign: int) -> int:
-        """Apply ``sign * alloc`` to the projected rows; return the change of the contribution total."""
-        req = self.req
-        rows, res = self.rows, self.res
-        nodes = alloc.node_list
-        for n in nodes:
-            if n not in rows:
-                self.row(n)
-        if req.kind == "whole" and not req.has_res and req.all_eligible:
-            # (the common case, inlined: row_contribution of a whole-GPU unit on any node)
-            g = req.g
-            before = 0
-            for n in nodes:
-                before += rows[n].count(MILLI_PER_GPU) >= g
-            for n, s, m in alloc.entries:
-                rows[n][s] += sign * m
-            after = 0
-            for n in nodes:
-                after += rows[n].count(MILLI_PER_GPU) >= g
-            return after - before
-        before = 0
-        for n in nodes:
-            before += row_contribution(req, n, rows[n], res[n])
-        for n, s, m in alloc.entries:
-            rows[n][s] += sign * m
-        if alloc.cpu or alloc.mem:
-            for n in nodes:
-                r = res[n]
-                r[0] += sign * alloc.cpu
-                r[1] += sign * alloc.mem
-        after = 0
-        for n in nodes:
-            after += row_contribution(req, n, rows[n], res[n])
-        return after - before
-
-    def release(self, alloc: Allocation) -> None:
-        self.total += self._change(alloc, +1)
-
-    def take_if_still_fits(self, alloc: Allocation) -> bool:
-        """Take ``alloc`` if the request still fits afterwards; otherwise leave the projection unchanged."""
-        delta = self._change(alloc, -1)
-        if self.total + delta >= self.req.need:
-            self.total += delta
-            return True
-        self._change(alloc, +1)
-        return False
-
-    @property
-    def fits(self) -> bool:
-        return self.total >= self.req.need
