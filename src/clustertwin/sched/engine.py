@@ -152,14 +152,15 @@ class Simulator(LifecycleMixin, BackfillMixin, MetricsMixin):
         self.leaf_list: list[int] = cluster.leaf.tolist()
         self.on_start: Callable[[int], None] | None = None
         self.total_requeues = 0
-        self.job_state = np.full(n, PENDING, dtype=np.int64)
-        self.first_start = np.full(n, np.nan)
-        self.first_start_list: list[float] = [math.nan] * n
-        self.start = np.full(n, np.nan)
-        self.end = np.full(n, np.nan)
+        # per-job state as Python lists during the run (cheap scalar access); arrays in the result
+        self.job_state: list[int] = [PENDING] * n
+        self.first_start: list[float] = [math.nan] * n
+        self.start: list[float] = [math.nan] * n
+        self.end: list[float] = [math.nan] * n
         self.requeues = np.zeros(n, dtype=np.int64)
         self.multi_leaf = np.zeros(n, dtype=bool)
-        self.epoch = np.zeros(n, dtype=np.int64)
+        self.epoch: list[int] = [0] * n
+        self.timeout_list: list[bool] = self.timeout.tolist()
         self.alloc: dict[int, Allocation] = {}
         self.node_jobs: list[set[int]] = [set() for _ in range(cluster.nodes)]
         self.running: list[tuple[float, int, int]] = []  # (expected end by limit, seq, job), sorted

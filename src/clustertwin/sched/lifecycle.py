@@ -20,11 +20,10 @@ class LifecycleMixin:
         self.state.apply(alloc, -1)
         self.alloc[j] = alloc
         self.job_state[j] = RUNNING
-        if self.first_start_list[j] != self.first_start_list[j]:  # NaN: never started before
+        if self.first_start[j] != self.first_start[j]:  # NaN: never started before
             self.first_start[j] = t
-            self.first_start_list[j] = t
         self.start[j] = t
-        epoch = int(self.epoch[j]) + 1
+        epoch = self.epoch[j] + 1
         self.epoch[j] = epoch
         # elastic jobs started on fewer GPUs take proportionally longer (fixed GPU-seconds of work)
         scale = self.total_gpus_list[j] / alloc.gpus if self.min_gpus_list[j] > 0 else 1.0
@@ -40,7 +39,8 @@ class LifecycleMixin:
                 self.multi_leaf[j] = True
         self.held_milli += alloc.total_milli
         self.held_work += alloc.gpus * self.work_frac_list[j]
-        self.account_running_gpus[self.account_of[j]] += alloc.gpus
+        if self.dynamic:  # (fair-share usage accrues for dynamic orders only)
+            self.account_running_gpus[self.account_of[j]] += alloc.gpus
         if self.quota is not None:
             self.quota.take(j, alloc.gpus)
             self.team_queued[self.quota.team[j]] -= 1
@@ -72,7 +72,8 @@ class LifecycleMixin:
             self.node_jobs[nd].discard(j)
         self.held_milli -= alloc.total_milli
         self.held_work -= alloc.gpus * self.work_frac_list[j]
-        self.account_running_gpus[self.account_of[j]] -= alloc.gpus
+        if self.dynamic:
+            self.account_running_gpus[self.account_of[j]] -= alloc.gpus
         if self.quota is not None:
             self.quota.release(j, alloc.gpus)
         if self.cfg.record_allocations:
@@ -84,7 +85,7 @@ class LifecycleMixin:
             return
         self._stop(j, t)
         self.end[j] = t
-        if self.timeout[j]:
+        if self.timeout_list[j]:
             self.job_state[j] = KILLED
             self.killed_by_timeout += 1
         else:

@@ -32,6 +32,8 @@ class Projection:
         self.req = req
         self.rows: dict[int, list[int]] = {}
         self.res: dict[int, list[int]] = {}
+        self._fast = req.kind == "whole" and not req.has_res and req.all_eligible
+        """Whole-GPU units on any node: a node's contribution is ``[wholly free GPUs >= g]``."""
         if req.kind == "whole" and not req.has_res:
             self.total = state.nodes_with_whole(req.g, req.elig_mask).bit_count()
         else:
@@ -86,11 +88,39 @@ class Projection:
             after += row_contribution(req, n, rows[n], res[n])
         return after - before
 
+    def _one_node_delta(self, alloc: Allocation, sign: int) -> tuple[list[int], int]:
+        """The projected row of a one-node ``alloc`` and the contribution change ``sign * alloc`` would make
+        (fast case only; the row is not changed). An allocation's slots are distinct."""
+        n = alloc.node_list[0]
+        row = self.rows.get(n)
+        if row is None:
+            row = self.row(n)
+        before = after = row.count(MILLI_PER_GPU)
+        for _, s, m in alloc.entries:
+            v = row[s]
+            after += (v + sign * m == MILLI_PER_GPU) - (v == MILLI_PER_GPU)
+        g = self.req.g
+        return row, (after >= g) - (before >= g)
+
     def release(self, alloc: Allocation) -> None:
+        if self._fast and len(alloc.node_list) == 1:
+            row, delta = self._one_node_delta(alloc, +1)
+            for _, s, m in alloc.entries:
+                row[s] += m
+            self.total += delta
+            return
         self.total += self._change(alloc, +1)
 
     def take_if_still_fits(self, alloc: Allocation) -> bool:
         """Take ``alloc`` if the request still fits afterwards; otherwise leave the projection unchanged."""
+        if self._fast and len(alloc.node_list) == 1:
+            row, delta = self._one_node_delta(alloc, -1)
+            if self.total + delta < self.req.need:
+                return False
+            for _, s, m in alloc.entries:
+                row[s] -= m
+            self.total += delta
+            return True
         delta = self._change(alloc, -1)
         if self.total + delta >= self.req.need:
             self.total += delta

@@ -77,26 +77,40 @@ def build(jobs: JobTable, cl: SchedCluster) -> ShapeTable:
                      np.where(spread, 1, np.maximum(jobs.units, 1)), ecode,
                      np.where(spread, 0, jobs.cpu_milli), np.where(spread, 0, jobs.memory_mib)],
                     axis=1).astype(np.int64)
-    if n:
-        uniq, inv = np.unique(keys, axis=0, return_inverse=True)
-    else:
-        uniq, inv = keys, np.zeros(0, dtype=np.int64)
+    uniq, inv = _unique_rows(keys)
     requests = tuple(Request(KIND_NAMES[k], gg, mm, uu, elig_arrays[e], c, me)
                      for k, gg, mm, uu, e, c, me in uniq.tolist())
     s_kind, s_g, s_m = uniq[:, 0], uniq[:, 1], uniq[:, 2]
-    if len(uniq):
-        _, family = np.unique(uniq[:, [0, 2, 3, 4, 5, 6]], axis=0, return_inverse=True)
-        family = family.ravel().astype(np.int64)
-    else:
-        family = np.zeros(0, dtype=np.int64)
+    family = _unique_rows(uniq[:, [0, 2, 3, 4, 5, 6]])[1]
     members: dict[int, list[int]] = {}
     for s, f in enumerate(family.tolist()):
         members.setdefault(f, []).append(s)
     g_l = s_g.tolist()
     larger = tuple(tuple(o for o in members[f] if g_l[o] >= g_l[s]) for s, f in enumerate(family.tolist()))
     return ShapeTable(
-        shape=inv.ravel().astype(np.int64), requests=requests, kind=s_kind, g=s_g, m=s_m,
+        shape=inv, requests=requests, kind=s_kind, g=s_g, m=s_m,
         milli=np.array([r.total_milli for r in requests], dtype=np.int64), family=family,
         whole_need=np.where(s_kind == 0, s_g, 0), share_need=np.where(s_kind == 1, s_m, 0),
         frag_size=np.where(s_kind == 1, s_m, np.where(s_kind == 2, 1, s_g)), elig=uniq[:, 4],
         elig_arrays=tuple(elig_arrays), larger_in_family=larger)
+
+
+def _unique_rows(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(keys, axis=0, return_inverse=True)`` (rows in lexicographic order), faster: each column
+    is coded by its own ``np.unique``, the codes are combined into one integer per row (mixed radix, first
+    column most significant) where that fits in 63 bits."""
+    if not len(keys):
+        return keys, np.zeros(0, dtype=np.int64)
+    codes, radix = [], []
+    for c in range(keys.shape[1]):
+        u, inv = np.unique(keys[:, c], return_inverse=True)
+        codes.append(inv.ravel().astype(np.int64))
+        radix.append(len(u))
+    if float(np.prod(np.array(radix, dtype=float))) >= 2.0**62:
+        uniq, inv = np.unique(keys, axis=0, return_inverse=True)
+        return uniq, inv.ravel().astype(np.int64)
+    combined = np.zeros(len(keys), dtype=np.int64)
+    for code, r in zip(codes, radix, strict=True):
+        combined = combined * r + code
+    _, first, inv = np.unique(combined, return_index=True, return_inverse=True)
+    return keys[first], inv.ravel().astype(np.int64)
