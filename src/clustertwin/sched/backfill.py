@@ -8,8 +8,6 @@ from __future__ import annotations
 import bisect
 import math
 
-import numpy as np
-
 from clustertwin.sched.projection import Projection
 from clustertwin.sched.state import Allocation, Request
 
@@ -102,40 +100,37 @@ class BackfillMixin:
         # next release (dead: that shape and the larger ones of its family); a shape refused for the
         # head's sake stays refused until the next start changes the state (refused).
         if self._bf_dead[0] != self.stop_version:
-            self._bf_dead = (self.stop_version, set(), np.zeros(len(self.shapes.requests), dtype=bool))
-        dead, dead_arr = self._bf_dead[1], self._bf_dead[2]
-        # vectorised pre-filter by shape: one that cannot fit the whole free pool, the largest free node or
-        # the largest free share now never fits during this pass
-        sh = self.shapes
-        ok_shape = (sh.milli <= free_milli) & (sh.whole_need <= st.whole_max()) & ~dead_arr
-        if self._has_shares:
-            ok_shape &= sh.share_need <= int(st.top.max())
-        entries = np.array(q[h + 1:last], dtype=np.int64)
-        shp = self._shape_of_q[entries]
-        idx = np.flatnonzero(ok_shape[shp])
-        if not len(idx):
-            return
-        sel = entries[idx]
-        cand_l = (sel if self.dynamic else self.job_of_rank[sel]).tolist()
-        short_l = (t + self._limit_of_q[sel] <= shadow).tolist()
+            self._bf_dead = (self.stop_version, set())
+        dead = self._bf_dead[1]
+        # a whole-GPU shape needing more free GPUs than the freest node has, or a share larger than the
+        # largest free share, cannot start during this pass (the state only shrinks)
+        wmax = st.whole_max()
+        tmax = int(st.top.max()) if self._has_shares else 0
+        whole_need, share_need = self._whole_need, self._share_need
+        shape_q, limit_q = self._shape_list_q, self._limit_list_q
+        job_of = None if self.dynamic else self.job_of_rank_list
         started = []
         refused: set[int] = set()
         quota = self.quota
         total_gpus = self.total_gpus_list
-        requests = sh.requests
+        requests = self.shapes.requests
         milli_s = self._shape_milli
-        larger = sh.larger_in_family
+        larger = self.shapes.larger_in_family
         place = self.placer.place
-        for i, s, j, short in zip(idx.tolist(), shp[idx].tolist(), cand_l, short_l, strict=True):
-            if s in dead or milli_s[s] > free_milli or (not short and s in refused):
+        for i in range(h + 1, last):
+            e = q[i]
+            s = shape_q[e]
+            if s in dead or milli_s[s] > free_milli or whole_need[s] > wmax or share_need[s] > tmax:
                 continue
+            short = t + limit_q[e] <= shadow
+            if not short and s in refused:
+                continue
+            j = e if job_of is None else job_of[e]
             if quota is not None and not quota.admits(j, total_gpus[j]):
                 continue
             alloc = place(st, requests[s])
             if alloc is None:
-                for o in larger[s]:
-                    dead.add(o)
-                    dead_arr[o] = True
+                dead.update(larger[s])
                 continue
             if short:
                 proj.freeze(alloc.node_list)
@@ -149,7 +144,7 @@ class BackfillMixin:
                 bisect.insort(rel, self.run_key[j])  # free again by the shadow time
             free_milli -= alloc.total_milli
             refused.clear()
-            started.append(h + 1 + i)
+            started.append(i)
             if free_milli <= 0:
                 break
         for pos in reversed(started):

@@ -180,12 +180,15 @@ class Simulator(LifecycleMixin, BackfillMixin, MetricsMixin):
         self.limit_list: list[float] = self.limit_s.tolist()
         self.queue: list[int] = []
         # shape and time limit of each queue entry (a rank, or a job id for a dynamic order)
-        self._shape_of_q = sh.shape if self.dynamic else sh.shape[self.job_of_rank]
-        self._limit_of_q = self.limit_s if self.dynamic else self.limit_s[self.job_of_rank]
+        shape_of_q = sh.shape if self.dynamic else sh.shape[self.job_of_rank]
+        self._shape_list_q: list[int] = shape_of_q.tolist()
+        self._limit_list_q: list[float] = (self.limit_s if self.dynamic else self.limit_s[self.job_of_rank]).tolist()
         self._shape_milli: list[int] = sh.milli.tolist()
+        self._whole_need: list[int] = sh.whole_need.tolist()
+        self._share_need: list[int] = sh.share_need.tolist()
         self._has_shares = sh.has_shares
         self._frag_fast = not self._has_shares and len(sh.elig_arrays) == 1 and bool(sh.elig_arrays[0].all())
-        self._size_of_q: list[int] = sh.frag_size[self._shape_of_q].tolist()
+        self._size_of_q: list[int] = sh.frag_size[shape_of_q].tolist()
         self._size_floor = int(sh.frag_size.min()) if n else 0
         # fair-share accounts: teams when a quota layout names them, else users
         if config.quotas is not None:
@@ -211,8 +214,8 @@ class Simulator(LifecycleMixin, BackfillMixin, MetricsMixin):
         """Counts the events that can free capacity (job stops, node repairs and failures)."""
         self._head_fail: tuple[int, int] = (-1, -1)
         """(job, stop_version) of the last job that did not fit at the queue's head."""
-        self._bf_dead: tuple[int, set[int], np.ndarray] = (-1, set(), np.zeros(0, dtype=bool))
-        """(stop_version, shapes that did not fit since then, the same as a mask) for backfill."""
+        self._bf_dead: tuple[int, set[int]] = (-1, set())
+        """(stop_version, shapes that did not fit since then) for backfill."""
         # the head's reservation, kept up to date incrementally: [head, projection, keys of the running
         # jobs released in it (a prefix of self.running)]; dropped when a node changes or a job starts
         # outside backfill
