@@ -6,6 +6,7 @@ reservation updated as allocations are released, and preemption of lower-priorit
 from __future__ import annotations
 
 import bisect
+import heapq
 import math
 
 from clustertwin.sched.projection import Projection
@@ -62,7 +63,12 @@ class BackfillMixin:
         if res is None or res[0] != head:
             proj = Projection(self.state, self.requests[head])
             rel: list[tuple[float, int, int]] = []
-            for key in self.running:
+            live = self.run_key
+            pending = self.running.copy()  # (a heap: popped in key order, as a sorted walk would visit)
+            while pending:
+                key = heapq.heappop(pending)
+                if live.get(key[2]) is not key:
+                    continue  # stale: that job stopped
                 proj.release(self.alloc[key[2]])
                 rel.append(key)
                 if proj.fits:

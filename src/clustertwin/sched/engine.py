@@ -163,7 +163,10 @@ class Simulator(LifecycleMixin, BackfillMixin, MetricsMixin):
         self.timeout_list: list[bool] = self.timeout.tolist()
         self.alloc: dict[int, Allocation] = {}
         self.node_jobs: list[set[int]] = [set() for _ in range(cluster.nodes)]
-        self.running: list[tuple[float, int, int]] = []  # (expected end by limit, seq, job), sorted
+        self.running: list[tuple[float, int, int]] = []
+        """Heap of (expected end by limit, seq, job) of the running jobs, and of stopped ones whose keys
+        are no longer ``run_key[job]`` (stale; skipped, compacted when they outnumber the live ones)."""
+        self.running_stale = 0
         self.run_key: dict[int, tuple[float, int, int]] = {}
         self.heap: list[tuple[float, int, int, int, int]] = []
         self.seq = 0

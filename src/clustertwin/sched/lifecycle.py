@@ -5,6 +5,7 @@ node failures kill the jobs on the node until it is repaired."""
 from __future__ import annotations
 
 import bisect
+import heapq
 
 from clustertwin.errors import SpecError
 from clustertwin.sched.job_states import _END, _REPAIR, COMPLETED, KILLED, RUNNING
@@ -29,7 +30,7 @@ class LifecycleMixin:
         scale = self.total_gpus_list[j] / alloc.gpus if self.min_gpus_list[j] > 0 else 1.0
         self._push(t + self.runtime_list[j] * scale, _END, j, epoch)
         key = (t + self.limit_list[j] * scale, self.seq, j)
-        bisect.insort(self.running, key)
+        heapq.heappush(self.running, key)
         self.run_key[j] = key
         leaf = self.leaf_list
         first_leaf = leaf[alloc.node_list[0]]
@@ -64,8 +65,13 @@ class LifecycleMixin:
                 res[1].freeze(alloc.node_list)
                 release = True
         self.state.apply(alloc, +1)
-        i = bisect.bisect_left(self.running, key)
-        del self.running[i]
+        # (the key stays in the heap of running jobs until the heap is next compacted)
+        self.running_stale += 1
+        if self.running_stale > len(self.run_key) + 64:
+            live = self.run_key
+            self.running = [k for k in self.running if live.get(k[2]) is k]
+            heapq.heapify(self.running)
+            self.running_stale = 0
         if release:
             self._res_release(alloc)
         for nd in alloc.node_list:
