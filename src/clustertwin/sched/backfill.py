@@ -64,7 +64,11 @@ class BackfillMixin:
             proj = Projection(self.state, self.requests[head])
             rel: list[tuple[float, int, int]] = []
             live = self.run_key
-            pending = self.running.copy()  # (a heap: popped in key order, as a sorted walk would visit)
+            running = self.running
+            while running and live.get(running[0][2]) is not running[0]:
+                heapq.heappop(running)  # stale keys on top go for good
+                self.running_stale -= 1
+            pending = running.copy()  # (a heap: popped in key order, as a sorted walk would visit)
             while pending:
                 key = heapq.heappop(pending)
                 if live.get(key[2]) is not key:
