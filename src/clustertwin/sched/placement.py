@@ -120,7 +120,10 @@ def _alloc(nodes: list[np.ndarray], slots: list[np.ndarray], milli: list[np.ndar
 
 def _free_slots(state: ClusterState, n: int, g: int) -> list[int]:
     """The first ``g`` wholly free GPU slots of node ``n``."""
-    return [s for s, v in enumerate(state.rows[n]) if v == MILLI_PER_GPU][:g]
+    row = state.rows[n]
+    if g == 1:
+        return [row.index(MILLI_PER_GPU)]
+    return [s for s, v in enumerate(row) if v == MILLI_PER_GPU][:g]
 
 
 _ROW_HASH_SEED = 0x9E3779B97F4A7C15  # golden-ratio constant of Fibonacci hashing

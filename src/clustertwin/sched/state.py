@@ -47,7 +47,9 @@ class Allocation:
     @classmethod
     def whole_gpus(cls, node: int, slots: list[int]) -> Allocation:
         """Whole GPUs ``slots`` of one node."""
-        return cls(tuple((node, s, MILLI_PER_GPU) for s in slots), (node,), len(slots) * MILLI_PER_GPU)
+        if len(slots) == 1:
+            return cls(((node, slots[0], MILLI_PER_GPU),), (node,), MILLI_PER_GPU)
+        return cls(tuple([(node, s, MILLI_PER_GPU) for s in slots]), (node,), len(slots) * MILLI_PER_GPU)
 
     def with_res(self, cpu: int, mem: int) -> Allocation:
         """The same GPUs, holding ``cpu`` milli-cores and ``mem`` MiB on each node."""
