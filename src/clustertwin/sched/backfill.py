@@ -157,8 +157,11 @@ class BackfillMixin:
             started.append(i)
             if free_milli <= 0:
                 break
-        if started:  # (one slice assignment: a single move of the queue's tail)
+        if len(started) > 2:  # (one slice assignment: a single move of the queue's tail)
             gone = set(started)
             q[h + 1:last] = [q[i] for i in range(h + 1, last) if i not in gone]
+        else:
+            for pos in reversed(started):
+                del q[pos]
 
     # ------------------------------------------------------------------ metrics over time

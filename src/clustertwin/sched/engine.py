@@ -165,7 +165,7 @@ class Simulator(LifecycleMixin, BackfillMixin, MetricsMixin):
         self.node_jobs: list[set[int]] = [set() for _ in range(cluster.nodes)]
         self.running: list[tuple[float, int, int]] = []
         """Heap of (expected end by limit, seq, job) of the running jobs, and of stopped ones whose keys
-        are no longer ``run_key[job]`` (stale; skipped, compacted when they pass an eighth of the live ones)."""
+        are no longer ``run_key[job]`` (stale; skipped, compacted when they pass a quarter of the live ones)."""
         self.running_stale = 0
         self.run_key: dict[int, tuple[float, int, int]] = {}
         self.heap: list[tuple[float, int, int, int, int]] = []

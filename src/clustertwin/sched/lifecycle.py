@@ -67,7 +67,7 @@ class LifecycleMixin:
         self.state.apply(alloc, +1)
         # (the key stays in the heap of running jobs until the heap is next compacted)
         self.running_stale += 1
-        if self.running_stale > len(self.run_key) // 8 + 16:
+        if self.running_stale > len(self.run_key) // 4 + 32:
             live = self.run_key
             self.running = [k for k in self.running if live.get(k[2]) is k]
             heapq.heapify(self.running)
