@@ -106,6 +106,13 @@ class BackfillMixin:
         free_milli = st.free_total
         if free_milli <= 0:
             return
+        # Nothing started or stopped since a pass that started nothing, same head, same window: every job
+        # in it was refused then on the same state and projection, and would be again (a job that was
+        # short only gets longer relative to the shadow), so the pass would start nothing.
+        window = q[h + 1:last]
+        mark = (self.stop_version, self.starts, head)
+        if self._bf_idle == mark and self._bf_idle_window == window:
+            return
         # Between releases the state only shrinks, so a shape that does not fit now never will until the
         # next release (dead: that shape and the larger ones of its family); a shape refused for the
         # head's sake stays refused until the next start changes the state (refused).
@@ -157,6 +164,8 @@ class BackfillMixin:
             started.append(i)
             if free_milli <= 0:
                 break
+        if not started:
+            self._bf_idle, self._bf_idle_window = mark, window
         if len(started) > 2:  # (one slice assignment: a single move of the queue's tail)
             gone = set(started)
             q[h + 1:last] = [q[i] for i in range(h + 1, last) if i not in gone]

@@ -217,6 +217,11 @@ class Simulator(LifecycleMixin, BackfillMixin, MetricsMixin):
         """Counts the events that can free capacity (job stops, node repairs and failures)."""
         self._head_fail: tuple[int, int] = (-1, -1)
         """(job, stop_version) of the last job that did not fit at the queue's head."""
+        self.starts = 0
+        """Job starts so far."""
+        self._bf_idle: tuple[int, int, int] = (-1, -1, -1)
+        self._bf_idle_window: list[int] = []
+        """(stop_version, starts, head) and window of the last backfill pass that started nothing."""
         self._bf_dead: tuple[int, set[int]] = (-1, set())
         """(stop_version, shapes that did not fit since then) for backfill."""
         # the head's reservation, kept up to date incrementally: [head, projection, keys of the running

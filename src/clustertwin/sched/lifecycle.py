@@ -19,6 +19,7 @@ class LifecycleMixin:
         if not self._in_backfill:
             self._res = None
         self.state.apply(alloc, -1)
+        self.starts += 1
         self.alloc[j] = alloc
         self.job_state[j] = RUNNING
         if self.first_start[j] != self.first_start[j]:  # NaN: never started before
