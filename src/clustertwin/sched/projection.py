@@ -88,37 +88,53 @@ class Projection:
             after += row_contribution(req, n, rows[n], res[n])
         return after - before
 
-    def _one_node_delta(self, alloc: Allocation, sign: int) -> tuple[list[int], int]:
-        """The projected row of a one-node ``alloc`` and the contribution change ``sign * alloc`` would make
-        (fast case only; the row is not changed). An allocation's slots are distinct."""
-        n = alloc.node_list[0]
-        row = self.rows.get(n)
-        if row is None:
-            row = self.row(n)
-        before = after = row.count(MILLI_PER_GPU)
-        for _, s, m in alloc.entries:
-            v = row[s]
-            after += (v + sign * m == MILLI_PER_GPU) - (v == MILLI_PER_GPU)
+    def _fast_delta(self, alloc: Allocation, sign: int) -> int:
+        """The contribution change ``sign * alloc`` would make (fast case only; rows not changed). An
+        allocation's ``(node, slot)`` pairs are distinct."""
+        rows = self.rows
         g = self.req.g
-        return row, (after >= g) - (before >= g)
+        if len(alloc.node_list) == 1:
+            n = alloc.node_list[0]
+            row = rows.get(n)
+            if row is None:
+                row = self.row(n)
+            before = after = row.count(MILLI_PER_GPU)
+            for _, s, m in alloc.entries:
+                v = row[s]
+                after += (v + sign * m == MILLI_PER_GPU) - (v == MILLI_PER_GPU)
+            return (after >= g) - (before >= g)
+        counts: dict[int, list[int]] = {}
+        for n, s, m in alloc.entries:
+            c = counts.get(n)
+            row = rows.get(n)
+            if row is None:
+                row = self.row(n)
+            if c is None:
+                w = row.count(MILLI_PER_GPU)
+                c = counts[n] = [w, w]
+            v = row[s]
+            c[1] += (v + sign * m == MILLI_PER_GPU) - (v == MILLI_PER_GPU)
+        return sum((after >= g) - (before >= g) for before, after in counts.values())
+
+    def _apply_rows(self, alloc: Allocation, sign: int) -> None:
+        rows = self.rows
+        for n, s, m in alloc.entries:
+            rows[n][s] += sign * m
 
     def release(self, alloc: Allocation) -> None:
-        if self._fast and len(alloc.node_list) == 1:
-            row, delta = self._one_node_delta(alloc, +1)
-            for _, s, m in alloc.entries:
-                row[s] += m
-            self.total += delta
+        if self._fast:
+            self.total += self._fast_delta(alloc, +1)
+            self._apply_rows(alloc, +1)
             return
         self.total += self._change(alloc, +1)
 
     def take_if_still_fits(self, alloc: Allocation) -> bool:
         """Take ``alloc`` if the request still fits afterwards; otherwise leave the projection unchanged."""
-        if self._fast and len(alloc.node_list) == 1:
-            row, delta = self._one_node_delta(alloc, -1)
+        if self._fast:
+            delta = self._fast_delta(alloc, -1)
             if self.total + delta < self.req.need:
                 return False
-            for _, s, m in alloc.entries:
-                row[s] -= m
+            self._apply_rows(alloc, -1)
             self.total += delta
             return True
         delta = self._change(alloc, -1)
