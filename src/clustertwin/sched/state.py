@@ -182,11 +182,21 @@ class ClusterState:
             rows[n][s] = v
             if few:
                 free[n, s] = v
+        whole_l, count, eq = self.whole_l, self.whole_count, self.whole_eq
         for n in alloc.node_list:
             row = rows[n]
             if not few:
                 free[n] = row
-            self._set_whole(n, row.count(MILLI_PER_GPU))
+            w = row.count(MILLI_PER_GPU)
+            old = whole_l[n]
+            if old != w:  # (_set_whole, inlined)
+                whole_l[n] = w
+                count[old] -= 1
+                count[w] += 1
+                bit = 1 << n
+                eq[old] ^= bit
+                eq[w] ^= bit
+                self.whole[n] = w
             self.top[n] = max(row)
             self.tot[n] = sum(row)
         self.free_total += sign * alloc.total_milli
