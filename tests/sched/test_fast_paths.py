@@ -126,3 +126,5 @@ def test_bitmask_placement_and_projection_against_numpy_reference():
             st.apply(held.pop(int(rng.integers(len(held)))), +1)
         assert st.free_total == int(st.tot.sum()) and st.whole_max() == int(st.whole.max())
         assert [r for r in st.rows] == st.free.tolist()
+        for g in range(CLUSTER.max_gpus_per_node + 2):
+            assert st.nodes_with_whole(g) == sum(1 << int(n) for n in np.flatnonzero(st.whole >= g))

@@ -144,6 +144,13 @@ class ClusterState:
         wholly free GPUs."""
         for node, w in enumerate(self.whole_l):
             self.whole_eq[w] |= 1 << node
+        self.whole_ge = [0] * (s + 2)
+        """``whole_ge[g]``: bit mask of the nodes with at least ``g`` wholly free GPUs (``whole_ge[s + 1]``
+        is empty)."""
+        acc = 0
+        for w in range(s, -1, -1):
+            acc |= self.whole_eq[w]
+            self.whole_ge[w] = acc
         self.leaf = cluster.leaf
         unlimited = np.full(n, UNLIMITED, dtype=np.int64)
         self.cpu_free = unlimited.copy() if cluster.cpu_milli is None else cluster.cpu_milli.astype(np.int64).copy()
@@ -159,6 +166,9 @@ class ClusterState:
             bit = 1 << n
             self.whole_eq[old] ^= bit
             self.whole_eq[w] ^= bit
+            ge = self.whole_ge
+            for k in range(min(old, w) + 1, max(old, w) + 1):
+                ge[k] ^= bit
             self.whole[n] = w
 
     def _refresh(self, nodes: tuple[int, ...] | list[int]) -> None:
@@ -182,7 +192,7 @@ class ClusterState:
             rows[n][s] = v
             if few:
                 free[n, s] = v
-        whole_l, count, eq = self.whole_l, self.whole_count, self.whole_eq
+        whole_l, count, eq, ge = self.whole_l, self.whole_count, self.whole_eq, self.whole_ge
         for n in alloc.node_list:
             row = rows[n]
             if not few:
@@ -196,6 +206,8 @@ class ClusterState:
                 bit = 1 << n
                 eq[old] ^= bit
                 eq[w] ^= bit
+                for k in range(min(old, w) + 1, max(old, w) + 1):
+                    ge[k] ^= bit
                 self.whole[n] = w
             self.top[n] = max(row)
             self.tot[n] = sum(row)
@@ -226,10 +238,8 @@ class ClusterState:
 
     def nodes_with_whole(self, g: int, elig_mask: int = -1) -> int:
         """Bit mask of the nodes (within ``elig_mask``) with at least ``g`` wholly free GPUs."""
-        m = 0
-        for w in range(max(g, 0), len(self.whole_eq)):
-            m |= self.whole_eq[w]
-        return m & elig_mask
+        ge = self.whole_ge
+        return ge[min(max(g, 0), len(ge) - 1)] & elig_mask
 
     def count_whole_at_least(self, g: int) -> int:
         """Nodes with at least ``g`` wholly free GPUs."""
