@@ -1,8 +1,8 @@
 """The engine's fast paths give the schedules of straightforward references on random traces.
 
 - Reference reservation walk: when the head's reservation is (re)computed, the running jobs are walked
-  in a freshly sorted list by limit end (not the lazily compacted heap), and no idle backfill pass is
-  skipped.
+  in a freshly sorted list by limit end (not the lazily compacted heap), no idle backfill pass is
+  skipped, and every window entry is tested in full (not through the per-shape open list).
 - Reference placement and projection: every job asks for 1 milli-core of CPU on nodes with practically
   unlimited CPU, which sends placement (first-fit, best-fit) and the reservation's projection through the
   general, per-node contribution paths instead of the whole-GPU bit-mask and one-node fast paths.
@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from clustertwin.sched import backfill, engine
 from clustertwin.sched import cluster as C
-from clustertwin.sched import engine
 from clustertwin.sched.failures import exponential_failures
 from clustertwin.sched.jobs import make_jobs
 from clustertwin.sched.placement import Placer
@@ -67,12 +67,13 @@ def _outcome(res: engine.SimResult) -> tuple:
 
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("policy", ["backfill", "sjf-backfill", "multifactor", "priority-preempt"])
-def test_reservation_heap_and_idle_skip_match_sorted_walk(seed, policy):
+def test_reservation_heap_and_idle_skip_match_sorted_walk(seed, policy, monkeypatch):
     jobs = _trace(seed)
     fails = exponential_failures(CLUSTER.nodes, float(jobs.submit_s.max()) + 3000, mtbf_h=3.0, mttr_h=0.2,
                                  seed=seed) if seed % 2 else None
     cfg = engine.SimConfig(policy=engine.get_policy(policy), placement="best-fit" if seed == 2 else "first-fit")
     fast = engine.Simulator(CLUSTER, jobs, cfg, fails).run()
+    monkeypatch.setattr(backfill, "_FEW_SHAPES", 0)  # the reference tests every window entry in full
     ref = ReferenceReservation(CLUSTER, jobs, cfg, fails).run()
     assert _outcome(fast) == _outcome(ref)
     assert fast.first_reservation_s == ref.first_reservation_s

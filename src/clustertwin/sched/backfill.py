@@ -12,8 +12,8 @@ import math
 from clustertwin.sched.projection import Projection
 from clustertwin.sched.state import Allocation, Request
 
-_NEVER = 1 << 62
-"""A time later than any simulated event (an unreachable reservation)."""
+_FEW_SHAPES = 64
+"""Up to this many job shapes, backfill keeps its per-shape tests in a list and stops once none is open."""
 
 
 class BackfillMixin:
@@ -134,10 +134,22 @@ class BackfillMixin:
         milli_s = self._shape_milli
         larger = self.shapes.larger_in_family
         place = self.placer.place
+        # with few shapes, the tests above are kept per shape (open_), and the pass ends once no shape is open
+        n_shapes = len(requests)
+        open_: list[bool] | None = None
+        if n_shapes <= _FEW_SHAPES:
+            open_ = [o not in dead and milli_s[o] <= free_milli and whole_need[o] <= wmax and share_need[o] <= tmax
+                     for o in range(n_shapes)]
+            n_open = sum(open_)
         for i in range(h + 1, last):
+            if open_ is not None and not n_open:
+                break
             e = q[i]
             s = shape_q[e]
-            if s in dead or milli_s[s] > free_milli or whole_need[s] > wmax or share_need[s] > tmax:
+            if open_ is not None:
+                if not open_[s]:
+                    continue
+            elif s in dead or milli_s[s] > free_milli or whole_need[s] > wmax or share_need[s] > tmax:
                 continue
             short = t + limit_q[e] <= shadow
             if not short and s in refused:
@@ -148,6 +160,11 @@ class BackfillMixin:
             alloc = place(st, requests[s])
             if alloc is None:
                 dead.update(larger[s])
+                if open_ is not None:
+                    for o in larger[s]:
+                        if open_[o]:
+                            open_[o] = False
+                            n_open -= 1
                 continue
             if short:
                 proj.freeze(alloc.node_list)
@@ -164,6 +181,12 @@ class BackfillMixin:
             started.append(i)
             if free_milli <= 0:
                 break
+            if open_ is not None:
+                wmax = st.whole_max()
+                for o in range(n_shapes):
+                    if open_[o] and (milli_s[o] > free_milli or whole_need[o] > wmax):
+                        open_[o] = False
+                        n_open -= 1
         if not started:
             self._bf_idle, self._bf_idle_window = mark, window
         if len(started) > 2:  # (one slice assignment: a single move of the queue's tail)
