@@ -147,6 +147,8 @@ class ClusterState:
         self.whole_ge = [0] * (s + 2)
         """``whole_ge[g]``: bit mask of the nodes with at least ``g`` wholly free GPUs (``whole_ge[s + 1]``
         is empty)."""
+        self._ge_span = [[tuple(range(min(a, b) + 1, max(a, b) + 1)) for b in range(s + 1)] for a in range(s + 1)]
+        """``_ge_span[old][new]``: the ``whole_ge`` masks a node leaves or joins going from ``old`` to ``new``."""
         acc = 0
         for w in range(s, -1, -1):
             acc |= self.whole_eq[w]
@@ -167,7 +169,7 @@ class ClusterState:
             self.whole_eq[old] ^= bit
             self.whole_eq[w] ^= bit
             ge = self.whole_ge
-            for k in range(min(old, w) + 1, max(old, w) + 1):
+            for k in self._ge_span[old][w]:
                 ge[k] ^= bit
             self.whole[n] = w
 
@@ -192,7 +194,7 @@ class ClusterState:
             rows[n][s] = v
             if few:
                 free[n, s] = v
-        whole_l, count, eq, ge = self.whole_l, self.whole_count, self.whole_eq, self.whole_ge
+        whole_l, count, eq, ge, span = self.whole_l, self.whole_count, self.whole_eq, self.whole_ge, self._ge_span
         for n in alloc.node_list:
             row = rows[n]
             if not few:
@@ -206,7 +208,7 @@ class ClusterState:
                 bit = 1 << n
                 eq[old] ^= bit
                 eq[w] ^= bit
-                for k in range(min(old, w) + 1, max(old, w) + 1):
+                for k in span[old][w]:
                     ge[k] ^= bit
                 self.whole[n] = w
             self.top[n] = max(row)
