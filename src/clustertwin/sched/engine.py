@@ -101,9 +101,6 @@ class SimConfig:
             raise SpecError("max_requeues must be >= 0")
 
 
-
-
-
 class Simulator(LifecycleMixin, BackfillMixin, MetricsMixin):
     """One run of one policy over one job table; use :func:`simulate`."""
 

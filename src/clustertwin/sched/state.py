@@ -82,7 +82,8 @@ class Allocation:
 class Request:
     """What one job needs. ``kind``: ``whole`` (``units`` nodes with ``g`` whole GPUs each), ``share``
     (``units`` nodes with one GPU that has ``m`` milli-GPUs free), ``spread`` (``g`` whole GPUs anywhere).
-    ``need`` is how many node contributions (see :meth:`ClusterState.contribution`) must add up."""
+    ``need`` is how many node contributions (see :meth:`ClusterState.contribution`) must add up;
+    ``elig_mask`` is ``eligible`` as a bit mask (-1: every node)."""
 
     kind: str
     g: int
