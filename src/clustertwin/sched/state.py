@@ -127,18 +127,21 @@ class ClusterState:
         n, s = cluster.nodes, cluster.max_gpus_per_node
         self.cluster = cluster
         self.cap = np.where(np.arange(s)[None, :] < cluster.gpus[:, None], MILLI_PER_GPU, 0).astype(np.int64)
-        self.free = self.cap.copy()
-        self.whole = cluster.gpus.astype(np.int64).copy()
-        self.top = self.free.max(axis=1)
-        self.tot = self.free.sum(axis=1)
+        self._free = self.cap.copy()
+        self._whole = cluster.gpus.astype(np.int64).copy()
+        self._top = self._free.max(axis=1)
+        self._tot = self._free.sum(axis=1)
         self.up = np.ones(n, dtype=bool)
-        # Python mirrors kept in step with the arrays (cheap per-node reads and updates):
-        self.rows: list[list[int]] = self.free.tolist()
+        # The per-node state lives in Python lists (cheap per-node reads and updates); the arrays ``free``,
+        # ``whole``, ``top`` and ``tot`` are brought up to date for the nodes changed since (``_dirty``)
+        # when next read.
+        self.rows: list[list[int]] = self._free.tolist()
         """``rows[n]``: ``free[n]`` as a list."""
-        self.whole_l: list[int] = self.whole.tolist()
-        self.free_total = int(self.tot.sum())
+        self.whole_l: list[int] = self._whole.tolist()
+        self._dirty: set[int] = set()
+        self.free_total = int(self._tot.sum())
         """Free milli-GPUs of the whole cluster (``tot.sum()``)."""
-        self.whole_count = np.bincount(self.whole, minlength=s + 1).tolist()
+        self.whole_count = np.bincount(self._whole, minlength=s + 1).tolist()
         """``whole_count[w]``: nodes with exactly ``w`` wholly free GPUs."""
         self.whole_eq = [0] * (s + 1)
         """``whole_eq[w]``: bit mask (a Python int, bit ``n`` = node ``n``) of the nodes with exactly ``w``
@@ -159,8 +162,47 @@ class ClusterState:
         self.cpu_free = unlimited.copy() if cluster.cpu_milli is None else cluster.cpu_milli.astype(np.int64).copy()
         self.mem_free = unlimited.copy() if cluster.memory_mib is None else cluster.memory_mib.astype(np.int64).copy()
 
+    # ------------------------------------------------------------------ arrays
+    def _sync(self) -> None:
+        idx = list(self._dirty)
+        self._dirty.clear()
+        rows = [self.rows[n] for n in idx]
+        self._free[idx] = rows
+        self._whole[idx] = [self.whole_l[n] for n in idx]
+        self._top[idx] = [max(r) for r in rows]
+        self._tot[idx] = [sum(r) for r in rows]
+
+    @property
+    def free(self) -> np.ndarray:
+        if self._dirty:
+            self._sync()
+        return self._free
+
+    @property
+    def whole(self) -> np.ndarray:
+        if self._dirty:
+            self._sync()
+        return self._whole
+
+    @property
+    def top(self) -> np.ndarray:
+        if self._dirty:
+            self._sync()
+        return self._top
+
+    @property
+    def tot(self) -> np.ndarray:
+        if self._dirty:
+            self._sync()
+        return self._tot
+
     # ------------------------------------------------------------------ updates
-    def _set_whole(self, n: int, w: int) -> None:
+    def _set_row(self, n: int, row: list[int]) -> None:
+        """Node ``n``'s free slots become ``row`` (a node failure or repair)."""
+        self.free_total += sum(row) - sum(self.rows[n])
+        self.rows[n] = row
+        self._dirty.add(n)
+        w = row.count(MILLI_PER_GPU)
         old = self.whole_l[n]
         if old != w:
             self.whole_l[n] = w
@@ -169,40 +211,26 @@ class ClusterState:
             bit = 1 << n
             self.whole_eq[old] ^= bit
             self.whole_eq[w] ^= bit
-            ge = self.whole_ge
             for k in self._ge_span[old][w]:
-                ge[k] ^= bit
-            self.whole[n] = w
+                self.whole_ge[k] ^= bit
 
     def _refresh(self, nodes: tuple[int, ...] | list[int]) -> None:
-        """Recompute the per-node summaries of ``nodes`` from ``free``."""
+        """Take ``free[nodes]`` as edited through the array and bring the rest of the state in step."""
         for n in nodes:
-            row = self.free[n].tolist()
-            self.rows[n] = row
-            self._set_whole(n, row.count(MILLI_PER_GPU))
-            tot = sum(row)
-            self.free_total += tot - int(self.tot[n])
-            self.top[n] = max(row)
-            self.tot[n] = tot
+            self._set_row(n, self._free[n].tolist())
 
     def apply(self, alloc: Allocation, sign: int) -> None:
         """Take (``sign=-1``) or give back (``sign=+1``) an allocation."""
-        rows, free = self.rows, self.free
-        entries = alloc.entries
-        few = len(entries) <= 2
-        for n, s, m in entries:
-            v = rows[n][s] + sign * m
-            rows[n][s] = v
-            if few:
-                free[n, s] = v
+        rows = self.rows
+        for n, s, m in alloc.entries:
+            rows[n][s] += sign * m
         whole_l, count, eq, ge, span = self.whole_l, self.whole_count, self.whole_eq, self.whole_ge, self._ge_span
+        dirty = self._dirty
         for n in alloc.node_list:
-            row = rows[n]
-            if not few:
-                free[n] = row
-            w = row.count(MILLI_PER_GPU)
+            dirty.add(n)
+            w = rows[n].count(MILLI_PER_GPU)
             old = whole_l[n]
-            if old != w:  # (_set_whole, inlined)
+            if old != w:
                 whole_l[n] = w
                 count[old] -= 1
                 count[w] += 1
@@ -211,9 +239,6 @@ class ClusterState:
                 eq[w] ^= bit
                 for k in span[old][w]:
                     ge[k] ^= bit
-                self.whole[n] = w
-            self.top[n] = max(row)
-            self.tot[n] = sum(row)
         self.free_total += sign * alloc.total_milli
         if alloc.cpu or alloc.mem:
             idx = list(alloc.node_list)
@@ -223,13 +248,11 @@ class ClusterState:
     def set_down(self, node: int) -> None:
         """Node failed: nothing on it may be used (jobs on it must have been released first)."""
         self.up[node] = False
-        self.free[node] = 0
-        self._refresh((node,))
+        self._set_row(node, [0] * len(self.rows[node]))
 
     def set_up(self, node: int) -> None:
         self.up[node] = True
-        self.free[node] = self.cap[node]
-        self._refresh((node,))
+        self._set_row(node, self.cap[node].tolist())
 
     def whole_max(self) -> int:
         """The most wholly free GPUs on one node (``whole.max()``)."""
