@@ -93,3 +93,17 @@ def test_fill_on_real_pai_node_list(cli):
     pts = doc["placements"][0]["points"]
     assert [p["load"] for p in pts] == [0.5, 1.0]
     assert pts[0]["unallocated_gpus"] > pts[1]["unallocated_gpus"] > 0
+
+
+def test_federate_json_contract(cli):
+    r = cli("sched", "federate", "--member", str(EXAMPLES / "traces" / "small-cluster.yaml") + ":backfill",
+            "--member", "a100-512-1gbe:multifactor", "--trace", str(EXAMPLES / "traces" / "synthetic-small.yaml"),
+            "--format", "synthetic", "--federation", "first-start,round-robin", "--max-jobs", "300", "--json")
+    assert r.code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert [x["federation"] for x in doc["results"]] == ["first-start", "round-robin"]
+    for x in doc["results"]:
+        assert sum(m["jobs_run"] for m in x["members"]) == x["global"]["completed"] == 300
+    bad = cli("sched", "federate", "--member", "a100-512-1gbe:nope", "--trace",
+              str(EXAMPLES / "traces" / "synthetic-small.yaml"), "--format", "synthetic")
+    assert bad.code == 2 and "nope" in bad.stderr

@@ -6,14 +6,14 @@ reservation updated as allocations are released, and preemption of lower-priorit
 from __future__ import annotations
 
 import bisect
+import heapq
 import math
 
-import numpy as np
+from clustertwin.sched.projection import Projection
+from clustertwin.sched.state import Allocation, Request
 
-from clustertwin.sched.state import Allocation, Projection, Request
-
-_NEVER = 1 << 62
-"""A time later than any simulated event (an unreachable reservation)."""
+_FEW_SHAPES = 64
+"""Up to this many job shapes, backfill keeps its per-shape tests in a list and stops once none is open."""
 
 
 class BackfillMixin:
@@ -63,7 +63,16 @@ class BackfillMixin:
         if res is None or res[0] != head:
             proj = Projection(self.state, self.requests[head])
             rel: list[tuple[float, int, int]] = []
-            for key in self.running:
+            live = self.run_key
+            running = self.running
+            while running and live.get(running[0][2]) is not running[0]:
+                heapq.heappop(running)  # stale keys on top go for good
+                self.running_stale -= 1
+            pending = running.copy()  # (a heap: popped in key order, as a sorted walk would visit)
+            while pending:
+                key = heapq.heappop(pending)
+                if live.get(key[2]) is not key:
+                    continue  # stale: that job stopped
                 proj.release(self.alloc[key[2]])
                 rel.append(key)
                 if proj.fits:
@@ -94,55 +103,73 @@ class BackfillMixin:
         if last <= h + 1:
             return
         st = self.state
-        free_milli = int(st.tot.sum())
+        free_milli = st.free_total
         if free_milli <= 0:
             return
-        # vectorised pre-filter: a job that cannot fit the whole free pool, the largest free node or the
-        # largest free share now never fits during this pass (the state only shrinks)
-        ranks = np.array(q[h + 1:last], dtype=np.int64)
-        cand = ranks if self.dynamic else self.job_of_rank[ranks]
-        kind = self.req_kind[cand]
-        g = self.req_g[cand]
-        ok = (self.req_milli[cand] <= free_milli) & np.where(
-            kind == 0, g <= int(st.whole.max()), np.where(kind == 1, self.req_m[cand] <= int(st.top.max()), True))
-        if not ok.any():
+        # Nothing started or stopped since a pass that started nothing, same head, same window: every job
+        # in it was refused then on the same state and projection, and would be again (a job that was
+        # short only gets longer relative to the shadow), so the pass would start nothing.
+        window = q[h + 1:last]
+        mark = (self.stop_version, self.starts, head)
+        if self._bf_idle == mark and self._bf_idle_window == window:
             return
+        # Between releases the state only shrinks, so a shape that does not fit now never will until the
+        # next release (dead: that shape and the larger ones of its family); a shape refused for the
+        # head's sake stays refused until the next start changes the state (refused).
+        if self._bf_dead[0] != self.stop_version:
+            self._bf_dead = (self.stop_version, set())
+        dead = self._bf_dead[1]
+        # a whole-GPU shape needing more free GPUs than the freest node has, or a share larger than the
+        # largest free share, cannot start during this pass (the state only shrinks)
+        wmax = st.whole_max()
+        tmax = int(st.top.max()) if self._has_shares else 0
+        whole_need, share_need = self._whole_need, self._share_need
+        shape_q, limit_q = self._shape_list_q, self._limit_list_q
+        job_of = None if self.dynamic else self.job_of_rank_list
         started = []
-        # Between releases the state only shrinks, so a shape that does not fit now never will (no_fit keeps
-        # the smallest failing size per shape family); a shape refused for the head's sake stays refused
-        # until the next start changes the state (refused).
-        # (no_fit also holds across passes while nothing was released: the state has only shrunk since)
-        if self._bf_no_fit[0] != self.stop_version:
-            self._bf_no_fit = (self.stop_version, {})
-        no_fit: dict[tuple, int] = self._bf_no_fit[1]
-        refused: set[tuple] = set()
-        limit = self.limit_list
+        refused: set[int] = set()
         quota = self.quota
         total_gpus = self.total_gpus_list
-        cand_l = cand.tolist()
-        milli_l = self.req_milli[cand].tolist()
-        requests = self.requests
-        for i in np.flatnonzero(ok).tolist():
-            if milli_l[i] > free_milli:  # (cheapest test first: every test here only skips)
+        requests = self.shapes.requests
+        milli_s = self._shape_milli
+        larger = self.shapes.larger_in_family
+        place = self.placer.place
+        # with few shapes, the tests above are kept per shape (open_), and the pass ends once no shape is open
+        n_shapes = len(requests)
+        open_: list[bool] | None = None
+        if n_shapes <= _FEW_SHAPES:
+            open_ = [o not in dead and milli_s[o] <= free_milli and whole_need[o] <= wmax and share_need[o] <= tmax
+                     for o in range(n_shapes)]
+            n_open = sum(open_)
+        for i in range(h + 1, last):
+            if open_ is not None and not n_open:
+                break
+            e = q[i]
+            s = shape_q[e]
+            if open_ is not None:
+                if not open_[s]:
+                    continue
+            elif s in dead or milli_s[s] > free_milli or whole_need[s] > wmax or share_need[s] > tmax:
                 continue
-            j = cand_l[i]
-            req = requests[j]
-            family = req.family
-            if req.g >= no_fit.get(family, _NEVER):
+            short = t + limit_q[e] <= shadow
+            if not short and s in refused:
                 continue
+            j = e if job_of is None else job_of[e]
             if quota is not None and not quota.admits(j, total_gpus[j]):
                 continue
-            short = t + limit[j] <= shadow
-            if not short and (family, req.g) in refused:
-                continue
-            alloc = self.placer.place(st, req)
+            alloc = place(st, requests[s])
             if alloc is None:
-                no_fit[family] = min(req.g, no_fit.get(family, _NEVER))
+                dead.update(larger[s])
+                if open_ is not None:
+                    for o in larger[s]:
+                        if open_[o]:
+                            open_[o] = False
+                            n_open -= 1
                 continue
             if short:
                 proj.freeze(alloc.node_list)
             elif not proj.take_if_still_fits(alloc):
-                refused.add((family, req.g))
+                refused.add(s)
                 continue
             self._in_backfill = True
             self._start(j, alloc, t)
@@ -151,10 +178,22 @@ class BackfillMixin:
                 bisect.insort(rel, self.run_key[j])  # free again by the shadow time
             free_milli -= alloc.total_milli
             refused.clear()
-            started.append(h + 1 + i)
+            started.append(i)
             if free_milli <= 0:
                 break
-        for pos in reversed(started):
-            del q[pos]
+            if open_ is not None:
+                wmax = st.whole_max()
+                for o in range(n_shapes):
+                    if open_[o] and (milli_s[o] > free_milli or whole_need[o] > wmax):
+                        open_[o] = False
+                        n_open -= 1
+        if not started:
+            self._bf_idle, self._bf_idle_window = mark, window
+        if len(started) > 2:  # (one slice assignment: a single move of the queue's tail)
+            gone = set(started)
+            q[h + 1:last] = [q[i] for i in range(h + 1, last) if i not in gone]
+        else:
+            for pos in reversed(started):
+                del q[pos]
 
     # ------------------------------------------------------------------ metrics over time

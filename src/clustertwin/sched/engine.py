@@ -27,6 +27,7 @@ off, in which case they end as killed.
 from __future__ import annotations
 
 import bisect
+import gc
 import heapq
 import math
 from collections.abc import Callable
@@ -50,7 +51,7 @@ from clustertwin.sched.job_states import (  # noqa: F401  (re-exported)
     STATE_NAMES,
     UNSCHEDULABLE,
 )
-from clustertwin.sched.jobs import MILLI_PER_GPU, JobTable
+from clustertwin.sched.jobs import JobTable
 from clustertwin.sched.lifecycle import LifecycleMixin
 from clustertwin.sched.placement import Placer, WorkloadShapes
 from clustertwin.sched.policy import (  # noqa: F401  (re-exported)
@@ -63,6 +64,7 @@ from clustertwin.sched.policy import (  # noqa: F401  (re-exported)
     get_policy,
 )
 from clustertwin.sched.quota import QuotaLayout, QuotaState
+from clustertwin.sched.shapes import build as build_shapes
 from clustertwin.sched.sim_metrics import MetricsMixin, SimResult
 from clustertwin.sched.state import Allocation, ClusterState, Request
 
@@ -99,9 +101,6 @@ class SimConfig:
             raise SpecError("max_requeues must be >= 0")
 
 
-
-
-
 class Simulator(LifecycleMixin, BackfillMixin, MetricsMixin):
     """One run of one policy over one job table; use :func:`simulate`."""
 
@@ -123,7 +122,11 @@ class Simulator(LifecycleMixin, BackfillMixin, MetricsMixin):
         self.state = ClusterState(cluster)
         n = len(jobs)
         self.n = n
-        self.requests = self._requests()
+        sh = self.shapes = build_shapes(jobs, cluster)
+        self.requests: list[Request] = [sh.requests[s] for s in sh.shape.tolist()]
+        self.elig_arrays = sh.elig_arrays
+        self.req_kind, self.req_g, self.req_m = sh.kind[sh.shape], sh.g[sh.shape], sh.m[sh.shape]
+        self.req_milli, self.req_elig = sh.milli[sh.shape], sh.elig[sh.shape]
         extra = np.zeros(n) if runtime_extra_s is None else np.asarray(runtime_extra_s, dtype=float)
         self.limit_s = jobs.limit_s + extra
         self.runtime = np.minimum(jobs.runtime_s + extra, self.limit_s)
@@ -147,17 +150,21 @@ class Simulator(LifecycleMixin, BackfillMixin, MetricsMixin):
         self.leaf_list: list[int] = cluster.leaf.tolist()
         self.on_start: Callable[[int], None] | None = None
         self.total_requeues = 0
-        self.job_state = np.full(n, PENDING, dtype=np.int64)
-        self.first_start = np.full(n, np.nan)
-        self.first_start_list: list[float] = [math.nan] * n
-        self.start = np.full(n, np.nan)
-        self.end = np.full(n, np.nan)
+        # per-job state as Python lists during the run (cheap scalar access); arrays in the result
+        self.job_state: list[int] = [PENDING] * n
+        self.first_start: list[float] = [math.nan] * n
+        self.start: list[float] = [math.nan] * n
+        self.end: list[float] = [math.nan] * n
         self.requeues = np.zeros(n, dtype=np.int64)
         self.multi_leaf = np.zeros(n, dtype=bool)
-        self.epoch = np.zeros(n, dtype=np.int64)
+        self.epoch: list[int] = [0] * n
+        self.timeout_list: list[bool] = self.timeout.tolist()
         self.alloc: dict[int, Allocation] = {}
         self.node_jobs: list[set[int]] = [set() for _ in range(cluster.nodes)]
-        self.running: list[tuple[float, int, int]] = []  # (expected end by limit, seq, job), sorted
+        self.running: list[tuple[float, int, int]] = []
+        """Heap of (expected end by limit, seq, job) of the running jobs, and of stopped ones whose keys
+        are no longer ``run_key[job]`` (stale; skipped, compacted when they pass a quarter of the live ones)."""
+        self.running_stale = 0
         self.run_key: dict[int, tuple[float, int, int]] = {}
         self.heap: list[tuple[float, int, int, int, int]] = []
         self.seq = 0
@@ -173,6 +180,17 @@ class Simulator(LifecycleMixin, BackfillMixin, MetricsMixin):
         self.job_of_rank_list: list[int] = self.job_of_rank.tolist()
         self.limit_list: list[float] = self.limit_s.tolist()
         self.queue: list[int] = []
+        # shape and time limit of each queue entry (a rank, or a job id for a dynamic order)
+        shape_of_q = sh.shape if self.dynamic else sh.shape[self.job_of_rank]
+        self._shape_list_q: list[int] = shape_of_q.tolist()
+        self._limit_list_q: list[float] = (self.limit_s if self.dynamic else self.limit_s[self.job_of_rank]).tolist()
+        self._shape_milli: list[int] = sh.milli.tolist()
+        self._whole_need: list[int] = sh.whole_need.tolist()
+        self._share_need: list[int] = sh.share_need.tolist()
+        self._has_shares = sh.has_shares
+        self._frag_fast = not self._has_shares and len(sh.elig_arrays) == 1 and bool(sh.elig_arrays[0].all())
+        self._size_of_q: list[int] = sh.frag_size[shape_of_q].tolist()
+        self._size_floor = int(sh.frag_size.min()) if n else 0
         # fair-share accounts: teams when a quota layout names them, else users
         if config.quotas is not None:
             self.account_of = config.quotas.team_of_job
@@ -196,63 +214,38 @@ class Simulator(LifecycleMixin, BackfillMixin, MetricsMixin):
         self.stop_version = 0
         """Counts the events that can free capacity (job stops, node repairs and failures)."""
         self._head_fail: tuple[int, int] = (-1, -1)
-        self._bf_no_fit: tuple[int, dict[tuple, int]] = (-1, {})
         """(job, stop_version) of the last job that did not fit at the queue's head."""
+        self.starts = 0
+        """Job starts so far."""
+        self._bf_idle: tuple[int, int, int] = (-1, -1, -1)
+        self._bf_idle_window: list[int] = []
+        """(stop_version, starts, head) and window of the last backfill pass that started nothing."""
+        self._bf_dead: tuple[int, set[int]] = (-1, set())
+        """(stop_version, shapes that did not fit since then) for backfill."""
         # the head's reservation, kept up to date incrementally: [head, projection, keys of the running
         # jobs released in it (a prefix of self.running)]; dropped when a node changes or a job starts
         # outside backfill
         self._res: list | None = None
         self._in_backfill = False
-        kinds = {"whole": 0, "share": 1, "spread": 2}
-        self.req_kind = np.array([kinds[r.kind] for r in self.requests], dtype=np.int64)
-        self.req_g = np.array([r.g for r in self.requests], dtype=np.int64)
-        self.req_m = np.array([r.m for r in self.requests], dtype=np.int64)
-        self.req_milli = np.array([r.total_milli for r in self.requests], dtype=np.int64)
-        codes: dict[int, int] = {}
-        self.elig_arrays: list[np.ndarray] = []
-        elig_code = []
-        for r in self.requests:
-            c = codes.get(id(r.eligible))
-            if c is None:
-                c = codes[id(r.eligible)] = len(self.elig_arrays)
-                self.elig_arrays.append(r.eligible)
-            elig_code.append(c)
-        self.req_elig = np.array(elig_code, dtype=np.int64)
 
     # ------------------------------------------------------------------ setup
-    def _requests(self) -> list[Request]:
-        jobs, cl = self.jobs, self.cluster
-        milli = jobs.share_milli
-        elig_cache: dict[frozenset[str], np.ndarray] = {}
-        max_node = {}
-        out = []
-        for j in range(self.n):
-            types = jobs.gpu_types[j]
-            elig = elig_cache.get(types)
-            if elig is None:
-                if types:
-                    codes = [i for i, m in enumerate(cl.models) if m in types]
-                    elig = np.isin(cl.model_code, codes)
-                else:
-                    elig = np.ones(cl.nodes, dtype=bool)
-                elig_cache[types] = elig
-                max_node[types] = int(cl.gpus[elig].max()) if elig.any() else 0
-            g = float(jobs.gpus_per_unit[j])
-            units = int(jobs.units[j])
-            cpu, mem = int(jobs.cpu_milli[j]), int(jobs.memory_mib[j])
-            if milli[j] < MILLI_PER_GPU:
-                out.append(Request("share", 0, int(milli[j]), max(units, 1), elig, cpu, mem))
-            elif units == 0 and g > max_node[types]:
-                out.append(Request("spread", int(g), 0, 1, elig))
-            else:
-                out.append(Request("whole", int(g), 0, max(units, 1), elig, cpu, mem))
-        return out
-
     def _push(self, t: float, kind: int, a: int, b: int = 0) -> None:
         self.seq += 1
         heapq.heappush(self.heap, (t, kind, self.seq, a, b))
 
     def run(self, progress: Callable[[int], None] | None = None) -> SimResult:
+        # The run allocates many small acyclic objects (event tuples, allocations); the cyclic garbage
+        # collector would re-scan every live object over and over (a third of the time inside a large
+        # process), so it is paused for the run and restored after.
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._run(progress)
+        finally:
+            if was_enabled:
+                gc.enable()
+
+    def _run(self, progress: Callable[[int], None] | None) -> SimResult:
         self.begin()
         report_every = max(self.n // 100, 1)
         last = -1

@@ -5,6 +5,7 @@ node failures kill the jobs on the node until it is repaired."""
 from __future__ import annotations
 
 import bisect
+import heapq
 
 from clustertwin.errors import SpecError
 from clustertwin.sched.job_states import _END, _REPAIR, COMPLETED, KILLED, RUNNING
@@ -18,19 +19,19 @@ class LifecycleMixin:
         if not self._in_backfill:
             self._res = None
         self.state.apply(alloc, -1)
+        self.starts += 1
         self.alloc[j] = alloc
         self.job_state[j] = RUNNING
-        if self.first_start_list[j] != self.first_start_list[j]:  # NaN: never started before
+        if self.first_start[j] != self.first_start[j]:  # NaN: never started before
             self.first_start[j] = t
-            self.first_start_list[j] = t
         self.start[j] = t
-        epoch = int(self.epoch[j]) + 1
+        epoch = self.epoch[j] + 1
         self.epoch[j] = epoch
         # elastic jobs started on fewer GPUs take proportionally longer (fixed GPU-seconds of work)
         scale = self.total_gpus_list[j] / alloc.gpus if self.min_gpus_list[j] > 0 else 1.0
         self._push(t + self.runtime_list[j] * scale, _END, j, epoch)
         key = (t + self.limit_list[j] * scale, self.seq, j)
-        bisect.insort(self.running, key)
+        heapq.heappush(self.running, key)
         self.run_key[j] = key
         leaf = self.leaf_list
         first_leaf = leaf[alloc.node_list[0]]
@@ -40,7 +41,8 @@ class LifecycleMixin:
                 self.multi_leaf[j] = True
         self.held_milli += alloc.total_milli
         self.held_work += alloc.gpus * self.work_frac_list[j]
-        self.account_running_gpus[self.account_of[j]] += alloc.gpus
+        if self.dynamic:  # (fair-share usage accrues for dynamic orders only)
+            self.account_running_gpus[self.account_of[j]] += alloc.gpus
         if self.quota is not None:
             self.quota.take(j, alloc.gpus)
             self.team_queued[self.quota.team[j]] -= 1
@@ -64,15 +66,21 @@ class LifecycleMixin:
                 res[1].freeze(alloc.node_list)
                 release = True
         self.state.apply(alloc, +1)
-        i = bisect.bisect_left(self.running, key)
-        del self.running[i]
+        # (the key stays in the heap of running jobs until the heap is next compacted)
+        self.running_stale += 1
+        if self.running_stale > len(self.run_key) // 4 + 32:
+            live = self.run_key
+            self.running = [k for k in self.running if live.get(k[2]) is k]
+            heapq.heapify(self.running)
+            self.running_stale = 0
         if release:
             self._res_release(alloc)
         for nd in alloc.node_list:
             self.node_jobs[nd].discard(j)
         self.held_milli -= alloc.total_milli
         self.held_work -= alloc.gpus * self.work_frac_list[j]
-        self.account_running_gpus[self.account_of[j]] -= alloc.gpus
+        if self.dynamic:
+            self.account_running_gpus[self.account_of[j]] -= alloc.gpus
         if self.quota is not None:
             self.quota.release(j, alloc.gpus)
         if self.cfg.record_allocations:
@@ -84,7 +92,7 @@ class LifecycleMixin:
             return
         self._stop(j, t)
         self.end[j] = t
-        if self.timeout[j]:
+        if self.timeout_list[j]:
             self.job_state[j] = KILLED
             self.killed_by_timeout += 1
         else:

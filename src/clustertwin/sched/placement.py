@@ -18,7 +18,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -118,6 +118,14 @@ def _alloc(nodes: list[np.ndarray], slots: list[np.ndarray], milli: list[np.ndar
                       np.concatenate(milli).astype(np.int64))
 
 
+def _free_slots(state: ClusterState, n: int, g: int) -> list[int]:
+    """The first ``g`` wholly free GPU slots of node ``n``."""
+    row = state.rows[n]
+    if g == 1:
+        return [row.index(MILLI_PER_GPU)]
+    return [s for s, v in enumerate(row) if v == MILLI_PER_GPU][:g]
+
+
 _ROW_HASH_SEED = 0x9E3779B97F4A7C15  # golden-ratio constant of Fibonacci hashing
 
 
@@ -150,9 +158,8 @@ class Placer:
     # ------------------------------------------------------------------ public
     def place(self, state: ClusterState, req: Request) -> Allocation | None:
         """An allocation for ``req``, or None if it does not fit now."""
-        if (req.kind == "whole" and req.units == 1 and req.g >= 1 and not req.has_res
-                and self.name in ("first-fit", "best-fit")):
-            return self._whole_one(state, req)
+        if req.kind == "whole" and req.g >= 1 and not req.has_res and self.name in ("first-fit", "best-fit"):
+            return self._whole_fast(state, req)
         contrib = state.contribution(req)
         if int(contrib.sum()) < req.need:
             return None
@@ -169,30 +176,36 @@ class Placer:
         else:
             alloc = self._many(state, req, cand)
         if req.has_res:
-            alloc = replace(alloc, cpu=req.cpu, mem=req.mem)
+            alloc = alloc.with_res(req.cpu, req.mem)
         return alloc
 
     # ------------------------------------------------------------------ single unit
-    def _whole_one(self, state: ClusterState, req: Request) -> Allocation | None:
-        """Fast path of :meth:`place` for one whole-GPU unit without CPU/memory (first-fit, best-fit):
-        the same node and slots as the general path, with fewer array passes."""
-        ok = state.whole >= req.g
-        if not req.all_eligible:
-            ok &= req.eligible
+    def _whole_fast(self, state: ClusterState, req: Request) -> Allocation | None:
+        """Fast path of :meth:`place` for whole-GPU units without CPU/memory (first-fit, best-fit), from
+        the nodes' bit masks by wholly free GPUs: the same nodes and slots as the general path (first-fit:
+        the lowest-numbered nodes that fit; best-fit: the fewest wholly free GPUs first, then the lowest
+        number)."""
+        g, k = req.g, req.units
+        eq = state.whole_eq
+        chosen: list[int] = []
         if self.name == "first-fit":
-            n = int(ok.argmax())
-            if not ok[n]:
-                return None
+            m = state.nodes_with_whole(g, req.elig_mask)
+            masks = [m]
         else:
-            cand = np.flatnonzero(ok)
-            if not len(cand):
-                return None
-            n = int(cand[np.argmin(state.whole[cand])])
-        g = req.g
-        slots = [s for s, v in enumerate(state.free[n].tolist()) if v == MILLI_PER_GPU][:g]
-        return Allocation(np.full(g, n, dtype=np.int64), np.array(slots, dtype=np.int64),
-                          np.full(g, MILLI_PER_GPU, dtype=np.int64), (n,), g * MILLI_PER_GPU,
-                          tuple((n, s, MILLI_PER_GPU) for s in slots))
+            masks = [eq[w] & req.elig_mask for w in range(g, len(eq))]
+        for m in masks:
+            while m and len(chosen) < k:
+                low = m & -m
+                chosen.append(low.bit_length() - 1)
+                m ^= low
+            if len(chosen) == k:
+                break
+        else:
+            return None
+        if k == 1:
+            return Allocation.whole_gpus(chosen[0], _free_slots(state, chosen[0], g))
+        entries = tuple((n, s, MILLI_PER_GPU) for n in chosen for s in _free_slots(state, n, g))
+        return Allocation(entries, tuple(chosen), k * g * MILLI_PER_GPU)
 
     def _one(self, state: ClusterState, req: Request, cand: np.ndarray) -> Allocation:
         if req.kind == "whole":
@@ -210,10 +223,9 @@ class Placer:
         return Allocation.make(np.array([cand[i]]), np.array([s]), np.array([req.m]))
 
     def _unit(self, state: ClusterState, req: Request, n: int) -> Allocation:
-        row = state.free[n]
         if req.kind == "whole":
-            slots = np.flatnonzero(row == MILLI_PER_GPU)[: req.g]
-            return Allocation.make(np.full(req.g, n), slots, np.full(req.g, MILLI_PER_GPU))
+            return Allocation.whole_gpus(n, _free_slots(state, n, req.g))
+        row = state.free[n]
         if self.name == "first-fit":
             s = int(np.argmax(row >= req.m))
         else:
@@ -237,8 +249,9 @@ class Placer:
             chosen = self._leaf_pick(state, cand, np.ones(len(cand), dtype=np.int64), score, k, count=True)
         else:
             chosen = cand[np.argsort(score, kind="stable")[:k]]
-        parts = [self._unit(state, req, int(n)) for n in chosen]
-        return _alloc([p.nodes for p in parts], [p.slots for p in parts], [p.milli for p in parts])
+        parts = [self._unit(state, req, n) for n in chosen.tolist()]
+        return Allocation(tuple(e for p in parts for e in p.entries), tuple(dict.fromkeys(
+            n for p in parts for n in p.node_list)), sum(p.total_milli for p in parts))
 
     def _leaf_pick(self, state: ClusterState, cand: np.ndarray, amount: np.ndarray, score: np.ndarray,
                    need: int, *, count: bool) -> np.ndarray:

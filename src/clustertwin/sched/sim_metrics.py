@@ -68,9 +68,19 @@ class MetricsMixin:
         st = self.state
         if not self.queue:
             return 0
-        free_total = int(st.tot.sum())
+        free_total = st.free_total
         if free_total == 0:
             return 0
+        if self._frag_fast:  # one eligibility set of every node, no shares: from the whole-GPU histogram
+            size, floor = self._size_of_q, self._size_floor
+            smin = 1 << 62
+            for e in self.queue[: self.cfg.backfill_window + 1]:
+                if size[e] < smin:
+                    smin = size[e]
+                    if smin <= floor:
+                        break
+            count = st.whole_count
+            return free_total - MILLI_PER_GPU * sum(w * count[w] for w in range(smin, len(count)))
         jobs = self._window()
         kind, elig = self.req_kind[jobs], self.req_elig[jobs]
         if len(self.elig_arrays) == 1 and not (kind == 1).any():  # one eligibility set, no shares
@@ -104,10 +114,10 @@ class MetricsMixin:
             placement=self.cfg.placement,
             cluster_gpus=self.cluster.total_gpus,
             jobs=self.jobs,
-            state=self.job_state.copy(),
-            first_start_s=self.first_start,
-            start_s=self.start,
-            end_s=self.end,
+            state=np.array(self.job_state, dtype=np.int64),
+            first_start_s=np.array(self.first_start, dtype=float),
+            start_s=np.array(self.start, dtype=float),
+            end_s=np.array(self.end, dtype=float),
             requeues=self.requeues,
             unschedulable=self.unschedulable,
             multi_leaf=self.multi_leaf,

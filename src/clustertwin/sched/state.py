@@ -17,33 +17,61 @@ from clustertwin.sched.cluster import SchedCluster
 from clustertwin.sched.jobs import MILLI_PER_GPU
 
 
-@dataclass(frozen=True)
 class Allocation:
-    """GPU capacity held by one job: ``milli[i]`` milli-GPUs of slot ``slots[i]`` on node ``nodes[i]``."""
+    """GPU capacity held by one job: ``milli[i]`` milli-GPUs of slot ``slots[i]`` on node ``nodes[i]``.
 
-    nodes: np.ndarray
-    slots: np.ndarray
-    milli: np.ndarray
-    node_list: tuple[int, ...]
-    """Distinct nodes, in placement order."""
-    total_milli: int
-    entries: tuple[tuple[int, int, int], ...]
-    """``(node, slot, milli)`` as Python ints (for projections)."""
-    cpu: int = 0
-    """CPU milli-cores held on each node of ``node_list``."""
-    mem: int = 0
-    """Memory (MiB) held on each node of ``node_list``."""
+    Held as Python ints: ``entries`` ``(node, slot, milli)``, ``node_list`` (distinct nodes, in placement
+    order), ``total_milli``, and ``cpu`` / ``mem`` (CPU milli-cores and memory MiB held on each node of
+    ``node_list``); the ``nodes`` / ``slots`` / ``milli`` arrays are built when first asked for. Treat as
+    immutable."""
+
+    __slots__ = ("_arrays", "cpu", "entries", "mem", "node_list", "total_milli")
+
+    def __init__(self, entries: tuple[tuple[int, int, int], ...], node_list: tuple[int, ...], total_milli: int,
+                 cpu: int = 0, mem: int = 0) -> None:
+        self.entries = entries
+        self.node_list = node_list
+        self.total_milli = total_milli
+        self.cpu = cpu
+        self.mem = mem
+        self._arrays: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     @classmethod
     def make(cls, nodes: np.ndarray, slots: np.ndarray, milli: np.ndarray, cpu: int = 0,
              mem: int = 0) -> Allocation:
-        nodes = np.asarray(nodes, dtype=np.int64)
-        slots = np.asarray(slots, dtype=np.int64)
-        milli = np.asarray(milli, dtype=np.int64)
-        nl = nodes.tolist()
-        ml = milli.tolist()
-        return cls(nodes, slots, milli, tuple(dict.fromkeys(nl)), sum(ml),
-                   tuple(zip(nl, slots.tolist(), ml, strict=True)), cpu, mem)
+        nl = np.asarray(nodes, dtype=np.int64).tolist()
+        ml = np.asarray(milli, dtype=np.int64).tolist()
+        return cls(tuple(zip(nl, np.asarray(slots, dtype=np.int64).tolist(), ml, strict=True)),
+                   tuple(dict.fromkeys(nl)), sum(ml), cpu, mem)
+
+    @classmethod
+    def whole_gpus(cls, node: int, slots: list[int]) -> Allocation:
+        """Whole GPUs ``slots`` of one node."""
+        if len(slots) == 1:
+            return cls(((node, slots[0], MILLI_PER_GPU),), (node,), MILLI_PER_GPU)
+        return cls(tuple([(node, s, MILLI_PER_GPU) for s in slots]), (node,), len(slots) * MILLI_PER_GPU)
+
+    def with_res(self, cpu: int, mem: int) -> Allocation:
+        """The same GPUs, holding ``cpu`` milli-cores and ``mem`` MiB on each node."""
+        return Allocation(self.entries, self.node_list, self.total_milli, cpu, mem)
+
+    def _array(self, k: int) -> np.ndarray:
+        if self._arrays is None:
+            cols = np.array(self.entries, dtype=np.int64).reshape(-1, 3)
+            self._arrays = (cols[:, 0].copy(), cols[:, 1].copy(), cols[:, 2].copy())
+        return self._arrays[k]
+
+    @property
+    def nodes(self) -> np.ndarray:
+        return self._array(0)
+
+    @property
+    def slots(self) -> np.ndarray:
+        return self._array(1)
+
+    @property
+    def milli(self) -> np.ndarray:
+        return self._array(2)
 
     @property
     def gpus(self) -> float:
@@ -54,7 +82,8 @@ class Allocation:
 class Request:
     """What one job needs. ``kind``: ``whole`` (``units`` nodes with ``g`` whole GPUs each), ``share``
     (``units`` nodes with one GPU that has ``m`` milli-GPUs free), ``spread`` (``g`` whole GPUs anywhere).
-    ``need`` is how many node contributions (see :meth:`ClusterState.contribution`) must add up."""
+    ``need`` is how many node contributions (see :meth:`ClusterState.contribution`) must add up;
+    ``elig_mask`` is ``eligible`` as a bit mask (-1: every node)."""
 
     kind: str
     g: int
@@ -83,6 +112,8 @@ class Request:
         object.__setattr__(self, "family", (self.kind, self.m, self.units, id(self.eligible), self.cpu, self.mem))
         object.__setattr__(self, "has_res", bool(self.cpu or self.mem) and self.kind != "spread")
         object.__setattr__(self, "all_eligible", bool(np.all(self.eligible)))
+        object.__setattr__(self, "elig_mask", -1 if self.all_eligible else int.from_bytes(
+            np.packbits(np.asarray(self.eligible, dtype=bool), bitorder="little").tobytes(), "little"))
 
 
 UNLIMITED = np.iinfo(np.int64).max // 4
@@ -96,45 +127,119 @@ class ClusterState:
         n, s = cluster.nodes, cluster.max_gpus_per_node
         self.cluster = cluster
         self.cap = np.where(np.arange(s)[None, :] < cluster.gpus[:, None], MILLI_PER_GPU, 0).astype(np.int64)
-        self.free = self.cap.copy()
-        self.whole = cluster.gpus.astype(np.int64).copy()
-        self.top = self.free.max(axis=1)
-        self.tot = self.free.sum(axis=1)
+        self._free = self.cap.copy()
+        self._whole = cluster.gpus.astype(np.int64).copy()
+        self._top = self._free.max(axis=1)
+        self._tot = self._free.sum(axis=1)
         self.up = np.ones(n, dtype=bool)
+        # The per-node state lives in Python lists (cheap per-node reads and updates); the arrays ``free``,
+        # ``whole``, ``top`` and ``tot`` are brought up to date for the nodes changed since (``_dirty``)
+        # when next read.
+        self.rows: list[list[int]] = self._free.tolist()
+        """``rows[n]``: ``free[n]`` as a list."""
+        self.whole_l: list[int] = self._whole.tolist()
+        self._dirty: set[int] = set()
+        self.free_total = int(self._tot.sum())
+        """Free milli-GPUs of the whole cluster (``tot.sum()``)."""
+        self.whole_count = np.bincount(self._whole, minlength=s + 1).tolist()
+        """``whole_count[w]``: nodes with exactly ``w`` wholly free GPUs."""
+        self.whole_eq = [0] * (s + 1)
+        """``whole_eq[w]``: bit mask (a Python int, bit ``n`` = node ``n``) of the nodes with exactly ``w``
+        wholly free GPUs."""
+        for node, w in enumerate(self.whole_l):
+            self.whole_eq[w] |= 1 << node
+        self.whole_ge = [0] * (s + 2)
+        """``whole_ge[g]``: bit mask of the nodes with at least ``g`` wholly free GPUs (``whole_ge[s + 1]``
+        is empty)."""
+        self._ge_span = [[tuple(range(min(a, b) + 1, max(a, b) + 1)) for b in range(s + 1)] for a in range(s + 1)]
+        """``_ge_span[old][new]``: the ``whole_ge`` masks a node leaves or joins going from ``old`` to ``new``."""
+        acc = 0
+        for w in range(s, -1, -1):
+            acc |= self.whole_eq[w]
+            self.whole_ge[w] = acc
         self.leaf = cluster.leaf
         unlimited = np.full(n, UNLIMITED, dtype=np.int64)
         self.cpu_free = unlimited.copy() if cluster.cpu_milli is None else cluster.cpu_milli.astype(np.int64).copy()
         self.mem_free = unlimited.copy() if cluster.memory_mib is None else cluster.memory_mib.astype(np.int64).copy()
 
+    # ------------------------------------------------------------------ arrays
+    def _sync(self) -> None:
+        idx = list(self._dirty)
+        self._dirty.clear()
+        rows = [self.rows[n] for n in idx]
+        self._free[idx] = rows
+        self._whole[idx] = [self.whole_l[n] for n in idx]
+        self._top[idx] = [max(r) for r in rows]
+        self._tot[idx] = [sum(r) for r in rows]
+
+    @property
+    def free(self) -> np.ndarray:
+        if self._dirty:
+            self._sync()
+        return self._free
+
+    @property
+    def whole(self) -> np.ndarray:
+        if self._dirty:
+            self._sync()
+        return self._whole
+
+    @property
+    def top(self) -> np.ndarray:
+        if self._dirty:
+            self._sync()
+        return self._top
+
+    @property
+    def tot(self) -> np.ndarray:
+        if self._dirty:
+            self._sync()
+        return self._tot
+
     # ------------------------------------------------------------------ updates
+    def _set_row(self, n: int, row: list[int]) -> None:
+        """Node ``n``'s free slots become ``row`` (a node failure or repair)."""
+        self.free_total += sum(row) - sum(self.rows[n])
+        self.rows[n] = row
+        self._dirty.add(n)
+        w = row.count(MILLI_PER_GPU)
+        old = self.whole_l[n]
+        if old != w:
+            self.whole_l[n] = w
+            self.whole_count[old] -= 1
+            self.whole_count[w] += 1
+            bit = 1 << n
+            self.whole_eq[old] ^= bit
+            self.whole_eq[w] ^= bit
+            for k in self._ge_span[old][w]:
+                self.whole_ge[k] ^= bit
+
     def _refresh(self, nodes: tuple[int, ...] | list[int]) -> None:
-        if len(nodes) == 1:
-            n = nodes[0]
-            row = self.free[n].tolist()  # (a few slots: plain Python beats three numpy reductions)
-            self.whole[n] = row.count(MILLI_PER_GPU)
-            self.top[n] = max(row)
-            self.tot[n] = sum(row)
-            return
-        idx = np.fromiter(nodes, dtype=np.int64, count=len(nodes))
-        rows = self.free[idx]
-        self.whole[idx] = (rows == MILLI_PER_GPU).sum(axis=1)
-        self.top[idx] = rows.max(axis=1)
-        self.tot[idx] = rows.sum(axis=1)
+        """Take ``free[nodes]`` as edited through the array and bring the rest of the state in step."""
+        for n in nodes:
+            self._set_row(n, self._free[n].tolist())
 
     def apply(self, alloc: Allocation, sign: int) -> None:
         """Take (``sign=-1``) or give back (``sign=+1``) an allocation."""
-        if len(alloc.node_list) == 1:  # one node (most jobs): update its row as a Python list
-            n = alloc.node_list[0]
-            row = self.free[n].tolist()
-            for _, s, m in alloc.entries:
-                row[s] += sign * m
-            self.free[n] = row
-            self.whole[n] = row.count(MILLI_PER_GPU)
-            self.top[n] = max(row)
-            self.tot[n] = sum(row)
-        else:
-            self.free[alloc.nodes, alloc.slots] += sign * alloc.milli
-            self._refresh(alloc.node_list)
+        rows = self.rows
+        for n, s, m in alloc.entries:
+            rows[n][s] += sign * m
+        whole_l, count, eq, ge, span = self.whole_l, self.whole_count, self.whole_eq, self.whole_ge, self._ge_span
+        dirty = self._dirty
+        for n in alloc.node_list:
+            dirty.add(n)
+            w = rows[n].count(MILLI_PER_GPU)
+            old = whole_l[n]
+            if old != w:
+                whole_l[n] = w
+                count[old] -= 1
+                count[w] += 1
+                bit = 1 << n
+                eq[old] ^= bit
+                eq[w] ^= bit
+                for k in span[old][w]:
+                    ge[k] ^= bit
+        self.free_total += sign * alloc.total_milli
         if alloc.cpu or alloc.mem:
             idx = list(alloc.node_list)
             self.cpu_free[idx] += sign * alloc.cpu
@@ -143,13 +248,28 @@ class ClusterState:
     def set_down(self, node: int) -> None:
         """Node failed: nothing on it may be used (jobs on it must have been released first)."""
         self.up[node] = False
-        self.free[node] = 0
-        self._refresh((node,))
+        self._set_row(node, [0] * len(self.rows[node]))
 
     def set_up(self, node: int) -> None:
         self.up[node] = True
-        self.free[node] = self.cap[node]
-        self._refresh((node,))
+        self._set_row(node, self.cap[node].tolist())
+
+    def whole_max(self) -> int:
+        """The most wholly free GPUs on one node (``whole.max()``)."""
+        count = self.whole_count
+        for w in range(len(count) - 1, 0, -1):
+            if count[w]:
+                return w
+        return 0
+
+    def nodes_with_whole(self, g: int, elig_mask: int = -1) -> int:
+        """Bit mask of the nodes (within ``elig_mask``) with at least ``g`` wholly free GPUs."""
+        ge = self.whole_ge
+        return ge[min(max(g, 0), len(ge) - 1)] & elig_mask
+
+    def count_whole_at_least(self, g: int) -> int:
+        """Nodes with at least ``g`` wholly free GPUs."""
+        return sum(self.whole_count[max(g, 0):])
 
     # ------------------------------------------------------------------ fit
     def contribution(self, req: Request, nodes: np.ndarray | None = None) -> np.ndarray:
@@ -167,95 +287,3 @@ class ClusterState:
 
     def fits(self, req: Request) -> bool:
         return int(self.contribution(req).sum()) >= req.need
-
-
-def row_contribution(req: Request, node: int, row: list[int], res: list[int] | None = None) -> int:
-    """:meth:`ClusterState.contribution` of one node whose free slots are ``row`` and free
-    ``[cpu, memory]`` is ``res`` (plain Python, for the projected states of backfill and preemption)."""
-    if not req.eligible[node]:
-        return 0
-    if req.has_res and res is not None and (res[0] < req.cpu or res[1] < req.mem):
-        return 0
-    if req.kind == "share":
-        return 1 if max(row) >= req.m else 0
-    whole = row.count(MILLI_PER_GPU)
-    if req.kind == "whole":
-        return 1 if whole >= req.g else 0
-    return whole
-
-
-class Projection:
-    """A copy-on-write view of ``free`` used to ask "would the request fit if these allocations were
-    released / taken?" without touching the real state. Tracks the request's total contribution."""
-
-    def __init__(self, state: ClusterState, req: Request) -> None:
-        self.state = state
-        self.req = req
-        self.rows: dict[int, list[int]] = {}
-        self.res: dict[int, list[int]] = {}
-        self.total = int(state.contribution(req).sum())
-
-    def row(self, node: int) -> list[int]:
-        r = self.rows.get(node)
-        if r is None:
-            r = self.state.free[node].tolist()
-            self.rows[node] = r
-            self.res[node] = [int(self.state.cpu_free[node]), int(self.state.mem_free[node])]
-        return r
-
-    def freeze(self, nodes: tuple[int, ...]) -> None:
-        """Copy these rows now: call before the real state of ``nodes`` changes, so that the projection
-        stays "state when created + its own releases and takes"."""
-        for n in nodes:
-            self.row(n)
-
-    def _change(self, alloc: Allocation, sign: int) -> int:
-        """Apply ``sign * alloc`` to the projected rows; return the change of the contribution total."""
-        req = self.req
-        rows, res = self.rows, self.res
-        nodes = alloc.node_list
-        for n in nodes:
-            if n not in rows:
-                self.row(n)
-        if req.kind == "whole" and not req.has_res and req.all_eligible:
-            # (the common case, inlined: row_contribution of a whole-GPU unit on any node)
-            g = req.g
-            before = 0
-            for n in nodes:
-                before += rows[n].count(MILLI_PER_GPU) >= g
-            for n, s, m in alloc.entries:
-                rows[n][s] += sign * m
-            after = 0
-            for n in nodes:
-                after += rows[n].count(MILLI_PER_GPU) >= g
-            return after - before
-        before = 0
-        for n in nodes:
-            before += row_contribution(req, n, rows[n], res[n])
-        for n, s, m in alloc.entries:
-            rows[n][s] += sign * m
-        if alloc.cpu or alloc.mem:
-            for n in nodes:
-                r = res[n]
-                r[0] += sign * alloc.cpu
-                r[1] += sign * alloc.mem
-        after = 0
-        for n in nodes:
-            after += row_contribution(req, n, rows[n], res[n])
-        return after - before
-
-    def release(self, alloc: Allocation) -> None:
-        self.total += self._change(alloc, +1)
-
-    def take_if_still_fits(self, alloc: Allocation) -> bool:
-        """Take ``alloc`` if the request still fits afterwards; otherwise leave the projection unchanged."""
-        delta = self._change(alloc, -1)
-        if self.total + delta >= self.req.need:
-            self.total += delta
-            return True
-        self._change(alloc, +1)
-        return False
-
-    @property
-    def fits(self) -> bool:
-        return self.total >= self.req.need
