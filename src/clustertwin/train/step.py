@@ -234,7 +234,7 @@ def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch
     for name, v in bd.as_dict().items():
         out[f"bd_{name}"] = v
     if with_memory:
-        mem = memory_breakdown(model, lay, plan, grp, precision, hw.flash, params, s)
+        mem = memory_breakdown(model, lay, plan, grp, precision, hw.flash, params, s, st)
         for name, v in mem.as_dict().items():
             out[f"mem_{name}"] = v
         out["mem_total"] = mem_total = mem.total()
