@@ -51,7 +51,12 @@ from clustertwin.train.breakdown import MEMORY_TERMS, MemoryBreakdown
 from clustertwin.train.flops import attention_widths, param_counts
 from clustertwin.train.hardware import value_bytes
 from clustertwin.train.layout import RECOMPUTE_CODES, Layouts, as_float, fmax, fmin, scalar, where
-from clustertwin.train.memory_fsdp import KEPT_OUTPUT_BYTES, fsdp2_states, loss_peak_bytes, op_sac_bytes_per_layer
+from clustertwin.train.memory_fsdp import (
+    KEPT_OUTPUT_BYTES,
+    fsdp2_states,
+    loss_peak_bytes,
+    op_sac_bytes_per_layer,
+)
 from clustertwin.train.memory_moe import (
     RECOMPUTE_MODULES,
     dualpipe_inflight,
