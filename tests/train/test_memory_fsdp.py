@@ -14,7 +14,12 @@ from clustertwin.train import estimate
 from clustertwin.train.flops import param_counts
 from clustertwin.train.layout import RECOMPUTE_CODES
 from clustertwin.train.memory import activation_bytes_per_layer, memory_arrays
-from clustertwin.train.memory_fsdp import LOSS_PEAK_BYTES_PER_LOGIT, loss_peak_bytes, op_sac_bytes_per_layer
+from clustertwin.train.memory_fsdp import (
+    LOSS_PEAK_BYTES_PER_LOGIT,
+    cp_allgather_bytes,
+    loss_peak_bytes,
+    op_sac_bytes_per_layer,
+)
 from clustertwin.train.params import DEFAULT_PARAMS
 from clustertwin.train.stack import STACKS
 from clustertwin.units import GIB
@@ -75,6 +80,19 @@ def test_eager_fp32_loss_peak_and_the_compiled_loss():
     assert float(loss_peak_bytes(m, 1000, 1, "compiled")) < float(loss_peak_bytes(m, 1000, 1, "eager_fp32")) / 2
     # 32K tokens of a 128K vocabulary: the eager loss alone needs ~47 GiB
     assert float(loss_peak_bytes(m, 32768, 1, "eager_fp32")) / GIB == pytest.approx(47.5, abs=0.5)
+
+
+def test_allgather_context_parallelism_gathers_the_whole_sequence_kv():
+    m = catalog.get("model", "llama3-405b")
+    assert float(cp_allgather_bytes(m, 262144, 1, 8, 1)) == 0.0
+    # K and V of 262,144 tokens at 128 query heads (repeat_kv) / TP 8 x 128 dims, 16-bit: 2 GiB
+    assert float(cp_allgather_bytes(m, 262144, 1, 8, 8)) == 2 * 2 * 262144 * 16 * 128
+    from dataclasses import replace
+
+    lay = _lay(tp=8, pp=8, dp=1, cp=8, zero=3, recompute=2)
+    with_ag, without = (memory_arrays(m, lay, 8, "bf16", True, DEFAULT_PARAMS, seq_len=262144, stack=st)["activations"]
+                        for st in (TT, replace(TT, cp_kv_allgather=False)))
+    assert float(with_ag[0] - without[0]) == pytest.approx(2 * 2 * 262144 * 16 * 128, rel=1e-6)
 
 
 def test_torchao_float8_keeps_no_fp8_copies():

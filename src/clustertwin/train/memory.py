@@ -33,7 +33,8 @@ allowance adds ``memory_reserved_gib`` and ``memory_fragmentation`` x activation
 A PyTorch-native stack (torchtitan; :mod:`clustertwin.train.memory_fsdp`) replaces the ZeRO-3 states by
 FSDP2's (``Stack.fsdp2_memory``), the selective saved set by its op-level policy
 (``Stack.selective_policy``), the logits term by its loss's peak (``Stack.cross_entropy``; plus the
-outputs the pipelining last stage keeps, ``Stack.pp_keeps_outputs``) and drops the FP8 copies
+outputs the pipelining last stage keeps, ``Stack.pp_keeps_outputs``), adds the gathered K and V of
+all-gather context parallelism to the working set (``Stack.cp_kv_allgather``) and drops the FP8 copies
 (``Stack.fp8_copies``). Its figure is torch's peak reserved memory (what torchtitan logs:
 ``torch.cuda.memory_stats()["reserved_bytes.all.peak"]``): the caching allocator's
 ``memory_fragmentation`` then applies to every per-step allocation, i.e. the activations, the loss
@@ -53,6 +54,7 @@ from clustertwin.train.hardware import value_bytes
 from clustertwin.train.layout import RECOMPUTE_CODES, Layouts, as_float, fmax, fmin, scalar, where
 from clustertwin.train.memory_fsdp import (
     KEPT_OUTPUT_BYTES,
+    cp_allgather_bytes,
     fsdp2_states,
     loss_peak_bytes,
     op_sac_bytes_per_layer,
@@ -234,6 +236,8 @@ def memory_breakdown(model: ModelSpec, lay: Layouts, plan: StagePlan, grp: Group
     working = where(lay.recompute == RECOMPUTE_CODES["full"],
                     activation_bytes_per_layer(model, s, lay.mbs, lay.tp, lay.cp, lay.sp,
                                                RECOMPUTE_CODES["none"], flash, fp8=fp8, act_bytes=vb), 0.0)
+    if stack is not None and stack.cp_kv_allgather:  # the running layer's gathered K and V (memory_fsdp)
+        working = working + cp_allgather_bytes(model, s, lay.mbs, lay.tp, lay.cp)
     act1 = act_layer * plan.first_layers * dualpipe_inflight(lay, fmin(pp, plan.microbatches)) * interleave + working
     act2 = act_layer * plan.last_layers + working  # last stage: one micro-batch in flight
     act3 = act_layer * plan.middle_layers * fmin(pp - 1, plan.microbatches) * interleave + working

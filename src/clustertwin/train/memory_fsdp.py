@@ -39,6 +39,12 @@ the loss with the model from 2025-04 (commit bbb1b616, ``build_cross_entropy_los
 fp32 cast, log-softmax and NLL into reductions, leaving the saved 16-bit logits and their 16-bit gradient
 (2 x 2 B, ``"compiled"``). ``torch.distributed.pipelining``'s last stage keeps every micro-batch's output
 (the 16-bit logits) in ``output_chunks`` until the step ends (``Stack.pp_keeps_outputs``).
+
+**Context parallelism by all-gather** (``Stack.cp_kv_allgather``): torchtitan's context parallelism
+(``torch.distributed.tensor.experimental.context_parallel``, ``context_parallel_rotate_method =
+"allgather"``, the default at 9dec370) all-gathers the K and V shards of all CP ranks for the attention of
+the layer running, and torchtitan's Llama repeats the KV heads to the query heads before SDPA
+(``repeat_kv``): ``2 x 2 B x s b x heads/t x d_head`` for the whole sequence (:func:`cp_allgather_bytes`).
 """
 
 from __future__ import annotations
@@ -100,3 +106,10 @@ def loss_peak_bytes(model: ModelSpec, tokens, tp, impl: str):
     t = as_float(tp)
     per_logit = where(t > 1, parallel, plain)
     return tokens * (per_logit * model.vocab + 4 * model.hidden) / t
+
+
+def cp_allgather_bytes(model: ModelSpec, seq_len: int, mbs, tp, cp):
+    """The all-gathered 16-bit K and V of the whole sequence (query heads, repeated) of one layer under
+    all-gather context parallelism (module docstring); 0 without CP."""
+    return where(as_float(cp) > 1, 2 * ACT_BYTES * seq_len * as_float(mbs) * model.heads * model.d_head
+                 / as_float(tp), 0.0)

@@ -125,6 +125,9 @@ class Stack:
     pp_keeps_outputs: bool = False
     """the pipeline's last stage keeps every micro-batch's output (the logits) until the step ends
     (``torch.distributed.pipelining`` ``output_chunks``)"""
+    cp_kv_allgather: bool = False
+    """context parallelism all-gathers the K and V of the whole sequence for the layer running (torchtitan's
+    default rotate method; :func:`clustertwin.train.memory_fsdp.cp_allgather_bytes`)"""
     fp8_copies: bool = True
     """FP8 training keeps 1-byte copies (Transformer Engine): an FP8 copy of the weights and the FP8 GEMM
     inputs saved for the backward; torchao's ``Float8Linear`` casts weights on the fly and saves the
@@ -146,7 +149,7 @@ _MCORE_2024 = Stack("megatron-core-2024", 2024, flash_attention=True, tp_comm_ov
                     overlap_grad_reduce=True, overlap_param_gather=True)
 #: memory features of torchtitan's PyTorch-native training (FSDP2, op-level AC, torch.distributed.pipelining, torchao float8)
 _TORCHTITAN_MEMORY = {"fsdp2_memory": True, "selective_policy": "op", "pp_keeps_outputs": True,
-                      "fp8_copies": False}
+                      "fp8_copies": False, "cp_kv_allgather": True}
 STACKS: dict[str, Stack] = {s.name: s for s in (
     _MEGATRON_2021, _MEGATRON_2022, _DEEPSPEED_2022, _MCORE_2024,
     replace(_MCORE_2024, name="nemo-2024", year=2024, fused_attention_gen=3, fp8_param_gather=True),
