@@ -19,6 +19,7 @@ from clustertwin.train.memory_fsdp import (
     cp_allgather_bytes,
     loss_peak_bytes,
     op_sac_bytes_per_layer,
+    op_sac_recompute_share,
 )
 from clustertwin.train.params import DEFAULT_PARAMS
 from clustertwin.train.stack import STACKS
@@ -70,6 +71,19 @@ def test_op_level_sac_saves_every_other_gemm_output_and_attention():
     korth = activation_bytes_per_layer(m, 8192, 2, 1, 1, 0, RECOMPUTE_CODES["selective"], True)
     assert float(tt["activations"][0]) == pytest.approx(32 * got)
     assert 32 * got < 0.5 * 32 * korth  # Korthikanti's selective keeps everything but the attention core
+
+
+def test_op_level_sac_reruns_the_unsaved_gemms():
+    m = _m()
+    h, kv, f = 4096, 1024, 14336
+    assert op_sac_recompute_share(m) == pytest.approx((h * kv + h * h + h * f) / (2 * h * h + 2 * h * kv + 3 * h * f))
+    c = specs.load(specs.ClusterSpec, {"node": "hgx-h100-roce", "nodes": 1})
+    par = {"tp": 1, "pp": 1, "dp": 8, "micro_batch": 2, "global_batch": 16, "zero": 3, "precision": "bf16"}
+    sel, none = (estimate(m, c, specs.ParallelismSpec(**par, recompute=rc, software_stack="torchtitan-2024"))
+                 for rc in ("selective", "none"))
+    extra = sel.breakdown["compute"] - none.breakdown["compute"]
+    assert 0.05 * none.breakdown["compute"] < extra < 0.2 * none.breakdown["compute"]
+    assert sel.hfu > sel.mfu
 
 
 def test_eager_fp32_loss_peak_and_the_compiled_loss():

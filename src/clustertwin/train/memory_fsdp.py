@@ -23,7 +23,9 @@ stays resident as 16-bit parameters (``UNSHARDED_WEIGHT_BYTES``; 1 B with FP8 al
 its save list stay, everything else is recomputed: every other ``aten.mm`` (the 1st, 3rd, 5th and 7th of
 the block's seven: the query, value, FFN gate (w1) and FFN output (w2) projections), the flash-attention
 output with its fp32 log-sum-exp, and the outputs of TP's reduce-scatters; plus the block input the
-checkpoint keeps. In 16-bit values per token: ``h_in + q/t + kv/t + o/t + f/t + h_w2`` (+ ``2 h/t`` of
+checkpoint keeps. The backward re-runs the other GEMMs (key, attention output, FFN w3) and every
+element-wise op: :func:`op_sac_recompute_share` of the block's forward (0.37 for Llama 3 8B), where
+Korthikanti's selective re-runs the attention core only. In 16-bit values per token: ``h_in + q/t + kv/t + o/t + f/t + h_w2`` (+ ``2 h/t`` of
 reduce-scatter outputs with TP), where the w2 GEMM output is the full-width partial sum under TP and the
 block input is sequence-sharded under SP; + 4 B x heads/t of log-sum-exp.
 
@@ -113,3 +115,15 @@ def cp_allgather_bytes(model: ModelSpec, seq_len: int, mbs, tp, cp):
     all-gather context parallelism (module docstring); 0 without CP."""
     return where(as_float(cp) > 1, 2 * ACT_BYTES * seq_len * as_float(mbs) * model.heads * model.d_head
                  / as_float(tp), 0.0)
+
+
+def op_sac_recompute_share(model: ModelSpec, moe_layer: bool = False) -> float:
+    """Share of a block's forward GEMM FLOPs that torchtitan's op-level policy re-runs in the backward:
+    the even-numbered ``aten.mm`` calls of the block, in order q, k, v, o, w1, w3, w2 (SwiGLU) or q, k, v,
+    o, fc1, fc2 (GELU), i.e. k, o, w3 (or k, o, fc2)."""
+    h, w = model.hidden, attention_widths(model)
+    f = (model.moe.top_k + model.moe.shared_experts) * model.moe.expert_ffn_hidden \
+        if moe_layer and model.moe else model.d_ffn
+    ffn = [h * f, h * f, f * h] if model.ffn == "swiglu" else [h * f, f * h]
+    mms = [h * w.qk, h * w.kv_pair / 2, h * w.kv_pair / 2, w.v * h, *ffn]
+    return sum(mms[1::2]) / sum(mms)
