@@ -28,17 +28,9 @@ The first pipeline stage holds ``min(p, m)`` micro-batches in flight under 1F1B 
 step), times ``1 + (p - 1)/(p v)`` for the interleaved schedule with v chunks; full recompute adds one
 layer's un-recomputed activations as working set. The stage that holds the output layer adds the
 logits and loss buffers ``4 s b h (1 + V/h) / t`` (Megatron's theoretical memory). The framework
-allowance adds ``memory_reserved_gib`` and ``memory_fragmentation`` x activations.
-
-A PyTorch-native stack (torchtitan; :mod:`clustertwin.train.memory_fsdp`) replaces the ZeRO-3 states by
-FSDP2's (``Stack.fsdp2_memory``), the selective saved set by its op-level policy
-(``Stack.selective_policy``), the logits term by its loss's peak (``Stack.cross_entropy``; plus the
-outputs the pipelining last stage keeps, ``Stack.pp_keeps_outputs``), adds the gathered K and V of
-all-gather context parallelism to the working set (``Stack.cp_kv_allgather``) and drops the FP8 copies
-(``Stack.fp8_copies``). Its figure is torch's peak reserved memory (what torchtitan logs:
-``torch.cuda.memory_stats()["reserved_bytes.all.peak"]``): the caching allocator's
-``memory_fragmentation`` then applies to every per-step allocation, i.e. the activations, the loss
-buffers and the unsharded parameter and gradient buffers, which FSDP2 frees and re-allocates each step.
+allowance adds ``memory_reserved_gib`` and ``memory_fragmentation`` x activations. PyTorch-native stacks
+(torchtitan) swap in the FSDP2 states, op-level selective recompute, their loss's peak, all-gather CP
+buffers, no FP8 copies and fragmentation of every per-step allocation (:mod:`clustertwin.train.memory_fsdp`).
 """
 
 from __future__ import annotations
@@ -48,17 +40,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from clustertwin.specs.model import ModelSpec
+from clustertwin.train import memory_fsdp as mf
 from clustertwin.train.breakdown import MEMORY_TERMS, MemoryBreakdown
 from clustertwin.train.flops import attention_widths, param_counts
 from clustertwin.train.hardware import value_bytes
 from clustertwin.train.layout import RECOMPUTE_CODES, Layouts, as_float, fmax, fmin, scalar, where
-from clustertwin.train.memory_fsdp import (
-    KEPT_OUTPUT_BYTES,
-    cp_allgather_bytes,
-    fsdp2_states,
-    loss_peak_bytes,
-    op_sac_bytes_per_layer,
-)
 from clustertwin.train.memory_moe import (
     RECOMPUTE_MODULES,
     dualpipe_inflight,
@@ -181,26 +167,24 @@ def memory_breakdown(model: ModelSpec, lay: Layouts, plan: StagePlan, grp: Group
     z = lay.zero
     vb = value_bytes(precision)
     wb, ob = (FP32_WEIGHT_BYTES, FP32_OPTIMIZER_BYTES) if vb == 4 else (WEIGHT_BYTES, OPTIMIZER_BYTES)
-    fsdp2 = stack is not None and stack.fsdp2_memory
-    fp8_copies = precision == "fp8" and (stack is None or stack.fp8_copies)
-    op_sac = stack is not None and stack.selective_policy == "op"
-    loss_impl = "megatron" if stack is None else stack.cross_entropy
+    fsdp2, op_sac = stack is not None and stack.fsdp2_memory, stack is not None and stack.selective_policy == "op"
+    fp8 = precision == "fp8" and (stack is None or stack.fp8_copies)  # FP8 weight and activation copies
     layer_params = (pc.dense_layer if pc.moe_layers < pc.layers else pc.moe_layer_non_expert) / tp
-    ag_bytes = FP8_BYTES if precision == "fp8" and stack is not None and stack.fp8_param_gather else WEIGHT_BYTES
 
     def states(dense, exp):
         def shard(n, group, stage):
             return n / where(z >= stage, group, 1.0)
 
         w = wb * (shard(dense, dpg, 3) + shard(exp, edpg, 3))
-        if fp8_copies:
+        if fp8:
             w = w + FP8_WEIGHT_COPY_BYTES * (dense + exp)
         w = w + where(z >= 3, ZERO3_GATHERED_LAYERS * wb * layer_params, 0.0)
         g = GRAD_BYTES * (shard(dense, dpg, 2) + shard(exp, edpg, 2))
         o = ob * (shard(dense, dpg, 1) + shard(exp, edpg, 1))
         unsharded = 0.0
         if fsdp2 and vb == 2:  # FSDP2 mixed precision (memory_fsdp)
-            fw, fg, fo, fu = fsdp2_states(dense, exp, dpg, edpg, pp, layer_params, ag_bytes)
+            ag = FP8_BYTES if precision == "fp8" and stack.fp8_param_gather else WEIGHT_BYTES  # 16-bit or FP8 gather
+            fw, fg, fo, fu = mf.fsdp2_states(dense, exp, dpg, edpg, pp, layer_params, ag)
             z3 = z >= 3
             w, g, o, unsharded = where(z3, fw, w), where(z3, fg, g), where(z3, fo, o), where(z3, fu, 0.0)
         two = dualpipe_state_factor(lay)  # DualPipe: two stages per rank (memory_moe)
@@ -210,7 +194,6 @@ def memory_breakdown(model: ModelSpec, lay: Layouts, plan: StagePlan, grp: Group
     w2, g2, o2, u2 = states(last_dense, experts2)
     w3, g3, o3, u3 = states(nonexp3, experts3)
 
-    fp8 = fp8_copies
     act_layer_dense = activation_bytes_per_layer(model, s, lay.mbs, lay.tp, lay.cp, lay.sp, lay.recompute,
                                                  flash, fp8=fp8, modules=lay.rc_modules, act_bytes=vb)
     if pc.moe_layers:
@@ -220,10 +203,9 @@ def memory_breakdown(model: ModelSpec, lay: Layouts, plan: StagePlan, grp: Group
         act_layer_moe = act_layer_dense
     if op_sac:  # torchtitan's op-level selective recompute (memory_fsdp)
         sel = lay.recompute == RECOMPUTE_CODES["selective"]
-        act_layer_dense = where(sel, op_sac_bytes_per_layer(model, s, lay.mbs, lay.tp, lay.cp, lay.sp),
-                                act_layer_dense)
-        act_layer_moe = where(sel, op_sac_bytes_per_layer(model, s, lay.mbs, lay.tp, lay.cp, lay.sp, True),
-                              act_layer_moe)
+        act_layer_dense, act_layer_moe = (where(sel, mf.op_sac_bytes_per_layer(model, s, lay.mbs, lay.tp, lay.cp,
+                                                                                lay.sp, moe), a)
+                                          for moe, a in ((False, act_layer_dense), (True, act_layer_moe)))
     act_layer = (1 - plan.moe_share) * act_layer_dense + plan.moe_share * act_layer_moe
     if np.any(np.asarray(lay.rc_layers) > 0):  # block recompute of some layers only (memory_moe)
         frac = full_recompute_fraction(lay, model.layers)
@@ -237,26 +219,23 @@ def memory_breakdown(model: ModelSpec, lay: Layouts, plan: StagePlan, grp: Group
                     activation_bytes_per_layer(model, s, lay.mbs, lay.tp, lay.cp, lay.sp,
                                                RECOMPUTE_CODES["none"], flash, fp8=fp8, act_bytes=vb), 0.0)
     if stack is not None and stack.cp_kv_allgather:  # the running layer's gathered K and V (memory_fsdp)
-        working = working + cp_allgather_bytes(model, s, lay.mbs, lay.tp, lay.cp)
+        working = working + mf.cp_allgather_bytes(model, s, lay.mbs, lay.tp, lay.cp)
     act1 = act_layer * plan.first_layers * dualpipe_inflight(lay, fmin(pp, plan.microbatches)) * interleave + working
     act2 = act_layer * plan.last_layers + working  # last stage: one micro-batch in flight
     act3 = act_layer * plan.middle_layers * fmin(pp - 1, plan.microbatches) * interleave + working
     sbl = s / as_float(lay.cp) * lay.mbs
-    if loss_impl == "megatron":
+    if stack is None or stack.cross_entropy == "megatron":
         logits = 2 * vb * sbl * model.hidden * (1.0 + model.vocab / model.hidden) / tp
     else:
-        logits = loss_peak_bytes(model, sbl, lay.tp, loss_impl)
+        logits = mf.loss_peak_bytes(model, sbl, lay.tp, stack.cross_entropy)
     logits1 = where(pp == 1, logits, 0.0)
     if stack is not None and stack.pp_keeps_outputs:  # the last stage's kept outputs (memory_fsdp)
-        logits = logits + where(pp > 1, KEPT_OUTPUT_BYTES * plan.microbatches * sbl * model.vocab / tp, 0.0)
+        logits = logits + where(pp > 1, mf.KEPT_OUTPUT_BYTES * plan.microbatches * sbl * model.vocab / tp, 0.0)
     reserved = params.memory_reserved_gib * GIB
     frag = params.memory_fragmentation
-
-    def churn(act, lg, unsharded):
-        """The per-step allocations the allocator's fragmentation applies to (module docstring)."""
-        return act + lg + unsharded if fsdp2 else act
-
-    f1, f2, f3 = frag * churn(act1, logits1, u1), frag * churn(act2, logits, u2), frag * churn(act3, 0.0, u3)
+    # fragmentation: of the activations (Megatron), of every per-step allocation (FSDP2, memory_fsdp)
+    f1, f2, f3 = (frag * (a + (lg + u if fsdp2 else 0.0)) for a, lg, u in ((act1, logits1, u1), (act2, logits, u2),
+                                                                        (act3, 0.0, u3)))
     tot1 = w1 + g1 + o1 + act1 + f1 + logits1
     tot2 = w2 + g2 + o2 + act2 + f2 + logits
     tot3 = where(plan.middle_stages > 0, w3 + g3 + o3 + act3 + f3, 0.0)
