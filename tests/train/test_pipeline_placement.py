@@ -256,6 +256,6 @@ def test_fp8_current_scaling_reads_each_cast_input_once_more():
     c = specs.load(specs.ClusterSpec, {"node": "dgx-b200", "nodes": 1})
     for precision, slower in (("fp8", True), ("bf16", False)):
         par = {"tp": 1, "dp": 8, "micro_batch": 1, "global_batch": 8, "zero": 3, "precision": precision}
-        delayed = estimate(m, c, specs.ParallelismSpec(**par, software_stack="torchtitan-2025"))
+        delayed = estimate(m, c, specs.ParallelismSpec(**par, software_stack="megatron-core-2024"))
         current = estimate(m, c, specs.ParallelismSpec(**par, software_stack="torchtitan-2024"))
         assert (current.breakdown["compute"] > delayed.breakdown["compute"] * 1.001) is slower

@@ -7,9 +7,10 @@ train_more.yaml evaluates (MoE rows included); train_nemo.yaml median <= 5% (tar
 with the 2025-26 Megatron-Bridge stack: FlashAttention-3 class attention on Hopper, fused cross-entropy,
 FP8 current scaling, FP8 parameter gather). Bound below the
 issue's where the model does not reach it yet, stated as the achieved figure: dense rows of train_more.yaml
-median (target 10%; 11.3% achieved: the torchtitan rows on 500 W / HBM2e H100s and the torchao rows on
-power-limited B200s run 10-140% slower than the catalog GPUs; the no-CP long-sequence rows do not publish
-their layout), and train_llama3.yaml every value within 10% with the published stage plan.
+median <= 8.5% (target 10%, 8.0% achieved; it was 11.3% before the torchtitan memory mechanisms of
+train/memory_fsdp.py; the rest of the misses: the torchtitan rows on 500 W / HBM2e H100s and the torchao
+rows on power-limited B200s run 10-145% slower than the catalog GPUs; the no-CP long-sequence rows do not
+publish their layout), and train_llama3.yaml every value within 10% with the published stage plan.
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ def test_more_runs_all_evaluate_and_dense_rows_are_close():
              for e in r.rel_error.values()]
     med = statistics.median(dense)
     print(f"\ntrain_more: {len(results)} cases evaluated; dense rows {len(dense)} values, median {med:.1%}")
-    assert med <= 0.115
+    assert med <= 0.085
 
 
 def test_llama3_405b_runs_with_a_stage_plan_that_fits():

@@ -28,7 +28,9 @@ The first pipeline stage holds ``min(p, m)`` micro-batches in flight under 1F1B 
 step), times ``1 + (p - 1)/(p v)`` for the interleaved schedule with v chunks; full recompute adds one
 layer's un-recomputed activations as working set. The stage that holds the output layer adds the
 logits and loss buffers ``4 s b h (1 + V/h) / t`` (Megatron's theoretical memory). The framework
-allowance adds ``memory_reserved_gib`` and ``memory_fragmentation`` x activations.
+allowance adds ``memory_reserved_gib`` and ``memory_fragmentation`` x activations. PyTorch-native stacks
+(torchtitan) swap in the FSDP2 states, op-level selective recompute, their loss's peak, all-gather CP
+buffers, no FP8 copies and fragmentation of every per-step allocation (:mod:`clustertwin.train.memory_fsdp`).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from clustertwin.specs.model import ModelSpec
+from clustertwin.train import memory_fsdp as mf
 from clustertwin.train.breakdown import MEMORY_TERMS, MemoryBreakdown
 from clustertwin.train.flops import attention_widths, param_counts
 from clustertwin.train.hardware import value_bytes
@@ -52,6 +55,7 @@ from clustertwin.train.memory_moe import (
 from clustertwin.train.params import TrainParams
 from clustertwin.train.pipeline import StagePlan, stage_plan
 from clustertwin.train.placement import Groups, groups
+from clustertwin.train.stack import Stack
 from clustertwin.units import GIB
 
 #: bytes per parameter of mixed-precision Adam state (Megatron)
@@ -146,10 +150,11 @@ def stage_params(pc, plan: StagePlan, layers, tp, ep):
 
 
 def memory_breakdown(model: ModelSpec, lay: Layouts, plan: StagePlan, grp: Groups, precision: str, flash: bool,
-                     params: TrainParams, seq_len: int) -> MemoryBreakdown:
+                     params: TrainParams, seq_len: int, stack: Stack | None = None) -> MemoryBreakdown:
     """Per-GPU bytes by term for each layout on the fullest of the stage plan's first, second and last
     stage (the first holds the embedding and the most micro-batches in flight, the second the busiest
-    middle stage with one micro-batch fewer, the last the output layer and the logits)."""
+    middle stage with one micro-batch fewer, the last the output layer and the logits). ``stack``: the
+    software stack's memory features (None: Megatron's)."""
     s = seq_len
     pc = param_counts(model)
     tp, pp, ep = as_float(lay.tp), as_float(lay.pp), as_float(lay.ep)
@@ -162,26 +167,33 @@ def memory_breakdown(model: ModelSpec, lay: Layouts, plan: StagePlan, grp: Group
     z = lay.zero
     vb = value_bytes(precision)
     wb, ob = (FP32_WEIGHT_BYTES, FP32_OPTIMIZER_BYTES) if vb == 4 else (WEIGHT_BYTES, OPTIMIZER_BYTES)
+    fsdp2, op_sac = stack is not None and stack.fsdp2_memory, stack is not None and stack.selective_policy == "op"
+    fp8 = precision == "fp8" and (stack is None or stack.fp8_copies)  # FP8 weight and activation copies
+    layer_params = (pc.dense_layer if pc.moe_layers < pc.layers else pc.moe_layer_non_expert) / tp
 
     def states(dense, exp):
         def shard(n, group, stage):
             return n / where(z >= stage, group, 1.0)
 
         w = wb * (shard(dense, dpg, 3) + shard(exp, edpg, 3))
-        if precision == "fp8":
+        if fp8:
             w = w + FP8_WEIGHT_COPY_BYTES * (dense + exp)
-        layer_params = (pc.dense_layer if pc.moe_layers < pc.layers else pc.moe_layer_non_expert) / tp
         w = w + where(z >= 3, ZERO3_GATHERED_LAYERS * wb * layer_params, 0.0)
         g = GRAD_BYTES * (shard(dense, dpg, 2) + shard(exp, edpg, 2))
         o = ob * (shard(dense, dpg, 1) + shard(exp, edpg, 1))
+        unsharded = 0.0
+        if fsdp2 and vb == 2:  # FSDP2 mixed precision (memory_fsdp)
+            ag = FP8_BYTES if precision == "fp8" and stack.fp8_param_gather else WEIGHT_BYTES  # 16-bit or FP8 gather
+            fw, fg, fo, fu = mf.fsdp2_states(dense, exp, dpg, edpg, pp, layer_params, ag)
+            z3 = z >= 3
+            w, g, o, unsharded = where(z3, fw, w), where(z3, fg, g), where(z3, fo, o), where(z3, fu, 0.0)
         two = dualpipe_state_factor(lay)  # DualPipe: two stages per rank (memory_moe)
-        return w * two, g * two, o
+        return w * two, g * two, o, unsharded
 
-    w1, g1, o1 = states(first_dense, experts1)
-    w2, g2, o2 = states(last_dense, experts2)
-    w3, g3, o3 = states(nonexp3, experts3)
+    w1, g1, o1, u1 = states(first_dense, experts1)
+    w2, g2, o2, u2 = states(last_dense, experts2)
+    w3, g3, o3, u3 = states(nonexp3, experts3)
 
-    fp8 = precision == "fp8"
     act_layer_dense = activation_bytes_per_layer(model, s, lay.mbs, lay.tp, lay.cp, lay.sp, lay.recompute,
                                                  flash, fp8=fp8, modules=lay.rc_modules, act_bytes=vb)
     if pc.moe_layers:
@@ -189,6 +201,11 @@ def memory_breakdown(model: ModelSpec, lay: Layouts, plan: StagePlan, grp: Group
                                                    flash, moe_layer=True, fp8=fp8, modules=lay.rc_modules, act_bytes=vb)
     else:
         act_layer_moe = act_layer_dense
+    if op_sac:  # torchtitan's op-level selective recompute (memory_fsdp)
+        sel = lay.recompute == RECOMPUTE_CODES["selective"]
+        act_layer_dense, act_layer_moe = (where(sel, mf.op_sac_bytes_per_layer(model, s, lay.mbs, lay.tp, lay.cp,
+                                                                                lay.sp, moe), a)
+                                          for moe, a in ((False, act_layer_dense), (True, act_layer_moe)))
     act_layer = (1 - plan.moe_share) * act_layer_dense + plan.moe_share * act_layer_moe
     if np.any(np.asarray(lay.rc_layers) > 0):  # block recompute of some layers only (memory_moe)
         frac = full_recompute_fraction(lay, model.layers)
@@ -201,17 +218,27 @@ def memory_breakdown(model: ModelSpec, lay: Layouts, plan: StagePlan, grp: Group
     working = where(lay.recompute == RECOMPUTE_CODES["full"],
                     activation_bytes_per_layer(model, s, lay.mbs, lay.tp, lay.cp, lay.sp,
                                                RECOMPUTE_CODES["none"], flash, fp8=fp8, act_bytes=vb), 0.0)
+    if stack is not None and stack.cp_kv_allgather:  # the running layer's gathered K and V (memory_fsdp)
+        working = working + mf.cp_allgather_bytes(model, s, lay.mbs, lay.tp, lay.cp)
     act1 = act_layer * plan.first_layers * dualpipe_inflight(lay, fmin(pp, plan.microbatches)) * interleave + working
     act2 = act_layer * plan.last_layers + working  # last stage: one micro-batch in flight
     act3 = act_layer * plan.middle_layers * fmin(pp - 1, plan.microbatches) * interleave + working
     sbl = s / as_float(lay.cp) * lay.mbs
-    logits = 2 * vb * sbl * model.hidden * (1.0 + model.vocab / model.hidden) / tp
+    if stack is None or stack.cross_entropy == "megatron":
+        logits = 2 * vb * sbl * model.hidden * (1.0 + model.vocab / model.hidden) / tp
+    else:
+        logits = mf.loss_peak_bytes(model, sbl, lay.tp, stack.cross_entropy)
     logits1 = where(pp == 1, logits, 0.0)
+    if stack is not None and stack.pp_keeps_outputs:  # the last stage's kept outputs (memory_fsdp)
+        logits = logits + where(pp > 1, mf.KEPT_OUTPUT_BYTES * plan.microbatches * sbl * model.vocab / tp, 0.0)
     reserved = params.memory_reserved_gib * GIB
     frag = params.memory_fragmentation
-    tot1 = w1 + g1 + o1 + act1 * (1 + frag) + logits1
-    tot2 = w2 + g2 + o2 + act2 * (1 + frag) + logits
-    tot3 = where(plan.middle_stages > 0, w3 + g3 + o3 + act3 * (1 + frag), 0.0)
+    # fragmentation: of the activations (Megatron), of every per-step allocation (FSDP2, memory_fsdp)
+    f1, f2, f3 = (frag * (a + (lg + u if fsdp2 else 0.0)) for a, lg, u in ((act1, logits1, u1), (act2, logits, u2),
+                                                                        (act3, 0.0, u3)))
+    tot1 = w1 + g1 + o1 + act1 + f1 + logits1
+    tot2 = w2 + g2 + o2 + act2 + f2 + logits
+    tot3 = where(plan.middle_stages > 0, w3 + g3 + o3 + act3 + f3, 0.0)
     first = tot1 >= tot2
     third = tot3 > fmax(tot1, tot2)
 
@@ -221,14 +248,14 @@ def memory_breakdown(model: ModelSpec, lay: Layouts, plan: StagePlan, grp: Group
     act = pick(act1, act2, act3)
     return MemoryBreakdown(weights=pick(w1, w2, w3), gradients=pick(g1, g2, g3), optimizer=pick(o1, o2, o3),
                            activations=act, logits=pick(logits1, logits, 0.0), reserved=reserved,
-                           fragmentation=act * frag)
+                           fragmentation=pick(f1, f2, f3))
 
 
 def memory_arrays(model: ModelSpec, lay: Layouts, global_batch: int, precision: str, flash: bool,
-                  params: TrainParams, seq_len: int | None = None) -> dict[str, np.ndarray]:
+                  params: TrainParams, seq_len: int | None = None, stack: Stack | None = None) -> dict[str, np.ndarray]:
     """:func:`memory_breakdown` as a dict of every :data:`TERMS` plus ``total``."""
     mem = memory_breakdown(model, lay, stage_plan(model, lay, global_batch), groups(lay, 1 << 30), precision,
-                           flash, params, seq_len or model.seq_len)
+                           flash, params, seq_len or model.seq_len, stack)
     out = mem.as_dict()
     out["total"] = mem.total()
     return out

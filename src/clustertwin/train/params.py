@@ -129,7 +129,8 @@ class TrainParams:
     buffers and cuBLAS/cuDNN workspaces (~2.5 GiB), GiB."""
     memory_fragmentation: float = 0.05
     """Caching-allocator fragmentation as a fraction of activation memory (PyTorch expandable segments
-    keep it to a few per cent)."""
+    keep it to a few per cent); with PyTorch-native stacks (FSDP2) of every per-step allocation:
+    activations, loss buffers and unsharded parameter/gradient buffers (:mod:`clustertwin.train.memory`)."""
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -184,12 +184,12 @@ def candidates(model: ModelSpec, gpus: int, global_batch: int, gpus_per_node: in
 
 
 def _prune_moe(model: ModelSpec, valid: Layouts, global_batch: int, precision: str, hw, prm: TrainParams, s: int,
-               rejected: Counter[str]) -> tuple[Layouts, int | None]:
+               rejected: Counter[str], stack: Stack | None = None) -> tuple[Layouts, int | None]:
     """The cheapest fitting layout of each recompute/ZeRO group (:mod:`search_prune`); evaluated layouts
     that do not fit are counted by their largest memory term. Unchanged when none fits."""
 
     def memory(sub: Layouts):
-        mem = memory_arrays(model, sub, global_batch, precision, hw.flash, prm, s)
+        mem = memory_arrays(model, sub, global_batch, precision, hw.flash, prm, s, stack)
         fits = np.broadcast_to(mem["total"] <= hw.hbm_bytes, (len(sub),))
         largest = np.stack([np.broadcast_to(mem[k], fits.shape) for k in TERMS]).argmax(axis=0)
         return fits, largest
@@ -242,7 +242,7 @@ def search(model: ModelSpec, cluster: ClusterSpec, *, global_batch: int, gpus: i
     valid = lay.take(ok)
     pre_fitting = None
     if model.moe:  # MoE grids: time only the cheapest fitting recompute/ZeRO of each layout (search_prune)
-        valid, pre_fitting = _prune_moe(model, valid, global_batch, precision, hw, prm, s, rejected)
+        valid, pre_fitting = _prune_moe(model, valid, global_batch, precision, hw, prm, s, rejected, stack)
     out = evaluate_layouts(model, cluster, valid, global_batch, precision, prm, s, calibration, stack=stack,
                            placement=placement, dataset=dataset)
     fits = out["fits"]

@@ -27,9 +27,12 @@ feature set comes from:
 * ``deepseek-2024``: DeepSeek-V3's HAI-LLM (DeepSeek-AI 2024, section 3.2): DualPipe, DeepEP, FP8,
   no interleaving;
 * ``torchtitan-2024``: torchtitan as benchmarked in 2024-12 (FSDP2, PyTorch SDPA's FlashAttention-2
-  kernels, vanilla TP: no TP communication overlap), ZeRO-3 instead of a distributed optimizer;
+  kernels, vanilla TP: no TP communication overlap), ZeRO-3 instead of a distributed optimizer; its memory
+  (:mod:`clustertwin.train.memory_fsdp`): FSDP2 states, op-level selective recompute, the eager fp32
+  cross-entropy, the pipelining last stage keeping its outputs, torchao float8 saving 16-bit inputs;
 * ``torchtitan-2025``: torchtitan (PyTorch FSDP2, async TP, context parallel, float8, flexible
-  pipeline splits): ZeRO-3 (FSDP) instead of a distributed optimizer.
+  pipeline splits): ZeRO-3 (FSDP) instead of a distributed optimizer; memory as torchtitan-2024 but
+  with the loss compiled with the model (from 2025-04).
 
 Fused attention (``fused_attention_gen``): FlashAttention-2 class kernels run at ``attention_efficiency``
 of the 16-bit peak; FlashAttention-3 / cuDNN 9 class kernels (generation 3) at ``attention_fa3_ratio`` x
@@ -37,7 +40,8 @@ that on Hopper, the architecture they target (Blackwell runs keep the FA2-class 
 :func:`clustertwin.train.hardware.attention_generation`).
 
 A case that names no stack gets the stack of the framework its ``source`` names (:data:`SOURCE_STACKS`:
-Megatron-Bridge, NeMo containers 24.x / 25.x, MLPerf Training v4.1 / v5.x, torchtitan, DeepSeek-V3).
+Megatron-Bridge, NeMo containers 24.x / 25.x, MLPerf Training v4.1 / v5.x, torchtitan, torchao's
+benchmarks on torchtitan 2025, DeepSeek-V3).
 ``te`` and ``legacy`` name megatron-core-2024 and megatron-2022; ``auto`` (the default) picks by the GPU's
 release year (``TrainParams.te_stack_min_year``): the stack the published runs of that generation used.
 """
@@ -106,6 +110,29 @@ class Stack:
     moe_host_sync: bool = True
     """the token dispatcher synchronises with the host per dispatch (:func:`clustertwin.train.moe.sync_stall`);
     False for sync-free dispatchers captured in CUDA graphs"""
+    fsdp2_memory: bool = False
+    """ZeRO-3 is PyTorch FSDP2 with fp32 sharded parameters and fp32 gradient reduction: 16 B/param sharded,
+    the last block unsharded after the forward, and under pipelining the whole stage's 16-bit parameters and
+    fp32 accumulated gradients resident until the last micro-batch (:mod:`clustertwin.train.memory_fsdp`)"""
+    selective_policy: str = "tensor"
+    """what selective recompute saves: ``tensor`` (Korthikanti et al. 2022: everything but the attention
+    core) or ``op`` (torchtitan's op-level policy: every other GEMM output, the attention output, TP
+    reduce-scatter outputs; :func:`clustertwin.train.memory_fsdp.op_sac_bytes_per_layer`)"""
+    cross_entropy: str = "megatron"
+    """memory of the loss: ``megatron`` (Megatron's theoretical logits memory), ``eager_fp32`` (eager
+    ``F.cross_entropy`` on fp32-cast full logits) or ``compiled`` (the loss compiled with the model)
+    (:data:`clustertwin.train.memory_fsdp.LOSS_PEAK_BYTES_PER_LOGIT`)"""
+    pp_keeps_outputs: bool = False
+    """the pipeline's last stage keeps every micro-batch's output (the logits) until the step ends
+    (``torch.distributed.pipelining`` ``output_chunks``)"""
+    cp_kv_allgather: bool = False
+    """context parallelism all-gathers the K and V of the whole sequence for the layer running (torchtitan's
+    default rotate method; :func:`clustertwin.train.memory_fsdp.cp_allgather_bytes`)"""
+    fp8_copies: bool = True
+    """FP8 training keeps 1-byte copies (Transformer Engine): an FP8 copy of the weights and the FP8 GEMM
+    inputs saved for the backward; torchao's ``Float8Linear`` casts weights on the fly and saves the
+    16-bit inputs (``matmul_with_hp_or_float8_args.forward``: ``ctx.save_for_backward(input_hp,
+    weight_hp_t)``), re-casting them in the backward"""
 
 
 _MEGATRON_2021 = Stack("megatron-2021", 2021, flash_attention=False, tp_comm_overlap=False,
@@ -120,14 +147,18 @@ _MCORE_2024 = Stack("megatron-core-2024", 2024, flash_attention=True, tp_comm_ov
                     sequence_parallel=True, selective_recompute=True, zero_stages=(0, 1, 2, 3),
                     context_parallel=True, interleaved=True, uneven_pipeline=True, fp8=True,
                     overlap_grad_reduce=True, overlap_param_gather=True)
+#: memory features of torchtitan's PyTorch-native training (FSDP2, op-level AC, torch.distributed.pipelining, torchao float8)
+_TORCHTITAN_MEMORY = {"fsdp2_memory": True, "selective_policy": "op", "pp_keeps_outputs": True,
+                      "fp8_copies": False, "cp_kv_allgather": True}
 STACKS: dict[str, Stack] = {s.name: s for s in (
     _MEGATRON_2021, _MEGATRON_2022, _DEEPSPEED_2022, _MCORE_2024,
     replace(_MCORE_2024, name="nemo-2024", year=2024, fused_attention_gen=3, fp8_param_gather=True),
     replace(_MCORE_2024, name="nemo-2025", year=2025, fused_attention_gen=3, fp8_param_gather=True,
             fused_cross_entropy=True, fp8_recipe="current"),
     replace(_MCORE_2024, name="torchtitan-2024", year=2024, zero_stages=(0, 3), tp_comm_overlap=False,
-            pp_framework_defaults=True, fp8_recipe="current"),
-    replace(_MCORE_2024, name="torchtitan-2025", year=2025, zero_stages=(0, 3)),
+            pp_framework_defaults=True, fp8_recipe="current", **_TORCHTITAN_MEMORY, cross_entropy="eager_fp32"),
+    replace(_MCORE_2024, name="torchtitan-2025", year=2025, zero_stages=(0, 3), fp8_recipe="current",
+            **_TORCHTITAN_MEMORY, cross_entropy="compiled"),
     replace(_MCORE_2024, name="megatron-bridge-2025", year=2025, causal_flops=True, fused_attention_gen=3, fp8_param_gather=True,
             fused_cross_entropy=True, fp8_recipe="current", moe_dispatcher="flex",
             moe_overlaps=("none", "shared_expert"), moe_force_balanced=True),
@@ -149,6 +180,7 @@ SOURCE_STACKS: tuple[tuple[str, str], ...] = (("megatron-bridge performance summ
                                                "megatron-bridge-2026"),
                                               ("megatron-bridge", "megatron-bridge-2025"),
                                               ("nemo framework user guide", "nemo-2025"),
+                                              ("torchao mx formats readme", "torchtitan-2025"),
                                               ("torchtitan", "torchtitan-2024"),
                                               ("mlperf training v4.1", "nemo-2024"),
                                               ("mlperf training v5.", "nemo-2025"),

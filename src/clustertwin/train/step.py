@@ -4,7 +4,8 @@ Every term comes from its own module, which states its formula and source:
 
 * one layer, one micro-batch: ``layer = max(host, gpu)``, ``gpu`` = GEMMs and element-wise kernels
   (:mod:`layer`, :mod:`gemm`, FFN / experts :mod:`moe`) + attention core (:mod:`attention`) + recompute
-  (``full`` re-runs the layer forward, ``selective`` the attention core) + exposed TP (:mod:`tensor_parallel`),
+  (``full`` re-runs the layer forward, ``selective`` the attention core, or with torchtitan's op-level
+  policy the unsaved GEMMs: :func:`~clustertwin.train.memory_fsdp.op_sac_recompute_share`) + exposed TP (:mod:`tensor_parallel`),
   CP (:mod:`attention`) and EP (:mod:`moe`) communication; ``host`` = kernels x ``kernel_host_overhead_s``;
 * stages and the pipeline: :mod:`pipeline` (stage plan, send/recv, ``sum_i t_i + (m - 1) t_max``), the
   end blocks :mod:`output_layer`;
@@ -47,6 +48,7 @@ from clustertwin.train.layout import (
     where,
 )
 from clustertwin.train.memory import memory_breakdown
+from clustertwin.train.memory_fsdp import op_sac_recompute_share
 from clustertwin.train.memory_moe import full_recompute_fraction
 from clustertwin.train.moe import (
     dispatch_combine_s,
@@ -137,6 +139,7 @@ def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch
     full = lay.recompute == RECOMPUTE_CODES["full"]
     sel = lay.recompute == RECOMPUTE_CODES["selective"]
     full_f = full_recompute_fraction(lay, model.layers)  # 1 for full recompute of every layer (memory_moe)
+    op_sac = st.selective_policy == "op"  # torchtitan's op-level selective recompute (memory_fsdp)
 
     def coll(op: str, nbytes, group: Group):
         return collective_time(cluster, op, nbytes, group.size, group.ranks_per_node, calibration, group.net_fraction,
@@ -156,15 +159,17 @@ def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch
             continue
         ffn = ffn_cost(model, c, lay, T, g, moe, params, eg, load)
         lc = layer_compute(c, lay, T, g, bw, precision, ffn, st.fp8_recipe)
+        # selective: Korthikanti's re-runs the attention core, torchtitan's op-level policy the unsaved GEMMs
+        sel_s = op_sac_recompute_share(model, moe) * lc.fwd_s if op_sac else core.fwd_s
         compute = lc.fwd_s + lc.bwd_s + core.fwd_s + core.bwd_s + full_f * (lc.fwd_s + core.fwd_s) + \
-            where(sel, core.fwd_s, 0.0) + where(full, 0.0, module_recompute_s(c, lay, T, g, bw, ffn, core.fwd_s, moe))
+            where(sel, sel_s, 0.0) + where(full, 0.0, module_recompute_s(c, lay, T, g, bw, ffn, core.fwd_s, moe))
         a2a = dispatch_combine_s(model, cluster, c, lay, T, eg, st.moe_dispatcher, precision, load,
                                  calibration) if moe else 0.0
         ep_exp = ep_exposed(a2a, passes, moe_code, compute, ffn.shared_s, params) if moe else 0.0
         if moe and st.moe_host_sync:
             lt.sync = lt.sync + share * sync_stall(ffn, a2a, full_f, params, BWD_KERNEL_FACTOR)
         kernels = (lc.kernels + core.kernels + tp_kernels) * (1 + BWD_KERNEL_FACTOR + full_f) + \
-            where(sel, KERNELS_FLASH_ATTENTION, 0)
+            where(sel, lc.kernels if op_sac else KERNELS_FLASH_ATTENTION, 0)
         lt.gpu = lt.gpu + share * (compute + tp_layer + cp_exp + ep_exp)
         lt.host = lt.host + share * kernels * params.kernel_host_overhead_s
         lt.backward = lt.backward + share * (lc.bwd_s + core.bwd_s)
@@ -220,7 +225,8 @@ def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch
     tokens = global_batch * s
     model_flops = fpt.model * tokens
     hw_extra = where(full, full_f * F.flops_per_token(model, s, "full", cf).recompute,
-                     where(sel, F.flops_per_token(model, s, "selective", cf).recompute, 0.0)) + \
+                     where(sel, F.flops_per_token(model, s, "selective", cf).recompute if not op_sac else
+                           op_sac_recompute_share(model) * F.flops_per_token(model, s, "full", cf).recompute, 0.0)) + \
         where(full, 0.0, module_recompute_flops_per_token(model, s, lay.rc_modules, cf))
     hw_flops = (fpt.model + hw_extra) * tokens
     out = {
@@ -235,7 +241,7 @@ def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch
     for name, v in bd.as_dict().items():
         out[f"bd_{name}"] = v
     if with_memory:
-        mem = memory_breakdown(model, lay, plan, grp, precision, hw.flash, params, s)
+        mem = memory_breakdown(model, lay, plan, grp, precision, hw.flash, params, s, st)
         for name, v in mem.as_dict().items():
             out[f"mem_{name}"] = v
         out["mem_total"] = mem_total = mem.total()
