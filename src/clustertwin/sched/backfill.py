@@ -57,8 +57,11 @@ class BackfillMixin:
 
         Kept between passes while the head is the same: a job that ends early and was not in the prefix
         is released in the projection and the prefix shrinks from its end while the head still fits
-        (so the shadow only moves earlier, exactly as a recomputation would place it); backfilled starts
-        update the projection themselves. A node failure or repair, or a start outside backfill, drops it."""
+        (so the shadow only moves earlier); backfilled starts update the projection themselves. A node
+        failure or repair, or a start outside backfill, drops it. The kept reservation is not always the
+        one a fresh walk would build: on seeded traces with preemption, multifactor priorities or
+        failures a from-scratch recomputation differs in about half the cases (known limitation; the
+        real-Slurm cross-check agrees within its tolerance, docs/sched.md)."""
         res = self._res
         if res is None or res[0] != head:
             proj = Projection(self.state, self.requests[head])
