@@ -71,10 +71,12 @@ def _cluster(cluster: str, node_list: Path | None, nodes_per_leaf: int | None) -
     return sched_cluster.from_spec(load_cluster(cluster), nodes_per_leaf)
 
 
-def _read(trace: Path, fmt: str, strict: bool, cl: sched_cluster.SchedCluster, limit_jobs: int | None):
+def _read(trace: Path, fmt: str, strict: bool, cl: sched_cluster.SchedCluster, limit_jobs: int | None,
+          sensor: Path | None = None):
     if limit_jobs is not None and limit_jobs < 1:
         raise SpecError("--max-jobs must be >= 1")
-    tr = readers.read_trace(trace, fmt, strict=strict, cluster_gpus=cl.total_gpus, max_jobs=limit_jobs)
+    tr = readers.read_trace(trace, fmt, strict=strict, cluster_gpus=cl.total_gpus, max_jobs=limit_jobs,
+                            sensor=sensor)
     if limit_jobs is not None:
         jobs = tr.jobs.subset(slice(0, limit_jobs))
         tr.report.excluded["beyond --max-jobs"] += len(tr.jobs) - len(jobs)
@@ -120,6 +122,8 @@ def simulate_command(
                                    "unchanged): the same jobs at F times the offered load."),
     timeline: Path | None = typer.Option(None, "--timeline", help="Write utilisation over time to this CSV."),
     show_jobs: bool = typer.Option(False, "--jobs", help="Include per-job records in the JSON output."),
+    sensor: Path | None = typer.Option(None, "--sensor", help="PAI 2020 sensor table: each task's own GPU "
+                                       "utilisation for work utilisation."),
     strict: bool = typer.Option(False, "--strict", help="Malformed trace lines are fatal."),
     json_out: bool = JsonOpt,
 ) -> None:
@@ -132,7 +136,7 @@ def simulate_command(
         raise SpecError("--max-requeues must be >= 0")
     _finite(compress, "--compress")
     cl = _cluster(cluster, node_list, nodes_per_leaf)
-    jobs, report = _read(trace, fmt, strict, cl, max_jobs)
+    jobs, report = _read(trace, fmt, strict, cl, max_jobs, sensor)
     if len(jobs) == 0:
         raise SpecError(f"no jobs to replay in {trace} ({report.malformed} malformed lines, "
                         f"excluded: {dict(report.excluded)})")
@@ -189,6 +193,11 @@ def simulate_command(
                   f"excluded {dict(report.excluded) or 'none'}")
     for ex in report.malformed_examples:
         out_console.print(f"  skipped {ex}")
+    if report.utilisation is not None:
+        u = report.utilisation
+        out_console.print(f"GPU utilisation from {u['path']}: {u['lines']:,} worker rows, {u['tasks_measured']:,} "
+                          f"tasks measured, {u['jobs_with_util']:,} of {len(jobs):,} jobs joined, "
+                          f"{u['skipped_lines']} malformed rows skipped, excluded {u['excluded'] or 'none'}")
     rows = [[e["policy"], e["placement"], *[e["metrics"][k] for _, k in _METRIC_COLUMNS]] for e in out]
     out_console.print(table("scheduling policies", ["policy", "placement", *[h for h, _ in _METRIC_COLUMNS]], rows))
     for e in out:

@@ -130,6 +130,7 @@ class JobRows:
     gpu_types: list[frozenset[str]] = field(default_factory=list)
     cpu_milli: list[int] = field(default_factory=list)
     memory_mib: list[int] = field(default_factory=list)
+    gpu_util: list[float] = field(default_factory=list)
 
     def add(
         self,
@@ -145,6 +146,7 @@ class JobRows:
         gpu_types: frozenset[str] = frozenset(),
         cpu_milli: int = 0,
         memory_mib: int = 0,
+        gpu_util: float = float("nan"),
     ) -> None:
         self.ids.append(job_id)
         self.submit_s.append(float(submit_s))
@@ -157,12 +159,13 @@ class JobRows:
         self.gpu_types.append(gpu_types)
         self.cpu_milli.append(int(cpu_milli))
         self.memory_mib.append(int(memory_mib))
+        self.gpu_util.append(float(gpu_util))
 
     def build(self, *, rebase: bool = True) -> JobTable:
         return make_jobs(
             self.ids, self.submit_s, self.runtime_s, self.gpus_per_unit, units=self.units,
             limit_s=self.limit_s, users=self.user, priority=self.priority, gpu_types=self.gpu_types,
-            cpu_milli=self.cpu_milli, memory_mib=self.memory_mib, rebase=rebase,
+            cpu_milli=self.cpu_milli, memory_mib=self.memory_mib, gpu_util=self.gpu_util, rebase=rebase,
         )
 
 
@@ -237,6 +240,8 @@ class TraceReport:
     excluded: Counter = field(default_factory=Counter)
     causes: Counter = field(default_factory=Counter)
     """Malformed lines by cause (broken quote, wrong field count, bad number, out of range, ...)."""
+    utilisation: dict | None = None
+    """Where per-job GPU utilisation came from (a joined measurement file's own accounting), if any."""
 
     MAX_EXAMPLES = 5
 
@@ -256,6 +261,7 @@ class TraceReport:
             "skipped_examples": list(self.malformed_examples),
             "skipped_by_cause": dict(sorted(self.causes.items())),
             "excluded": dict(sorted(self.excluded.items())),
+            **({"utilisation": self.utilisation} if self.utilisation is not None else {}),
         }
 
 

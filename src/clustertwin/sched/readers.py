@@ -30,6 +30,7 @@ from clustertwin.sched.cluster_logs import (  # noqa: F401 (re-exported)
     read_sacct,
 )
 from clustertwin.sched.jobs import MILLI_PER_GPU, JobRows, Trace, TraceReport
+from clustertwin.sched.pai_sensor import read_sensor_util, task_fraction
 from clustertwin.sched.trace_io import MAX_GPUS_PER_JOB, _csv_rows, _finish, _Lines, _num, _open
 
 FORMATS = ("swf", "pai2023", "pai2020", "philly", "helios", "sacct", "synthetic")
@@ -164,14 +165,20 @@ PAI2020_TASK_COLUMNS = ("job_name", "task_name", "inst_num", "status", "start_ti
                         "plan_mem", "plan_gpu", "gpu_type")
 
 
-def read_pai2020(path: str | Path, *, strict: bool = False) -> Trace:
+def read_pai2020(path: str | Path, *, strict: bool = False, sensor: str | Path | None = None) -> Trace:
     """Alibaba PAI 2020 task table (``pai_task_table.csv``; headerless as published, a header line is
     accepted). Each task with ``plan_gpu > 0`` is a job of ``inst_num`` instances, each needing
     ``plan_gpu``/100 GPUs (50 = half a GPU); it runs ``end_time − start_time``. The task table has no
     submit time, so tasks are submitted at ``start_time``. ``gpu_type`` other than ``MISC`` constrains
-    the GPU model; the user is the job name's owner only in the job table, so ``job_name`` is used."""
+    the GPU model; the user is the job name's owner only in the job table, so ``job_name`` is used.
+    ``sensor``: the sensor table, joined on (job_name, task_name) for each task's own GPU utilisation
+    (:mod:`clustertwin.sched.pai_sensor`); tasks without sensor rows keep NaN (allocation stands for work)."""
     p = _open(path)
     lines = _Lines(p, "pai2020", strict)
+    util_of: dict[tuple[str, str], float] = {}
+    if sensor is not None:
+        util_of, s_lines = read_sensor_util(sensor, strict=strict)
+        lines.report.utilisation = {**s_lines.report.to_dict(), "tasks_measured": len(util_of)}
     rows = JobRows()
     ncol = len(PAI2020_TASK_COLUMNS)
     for line_no, rec, damage in parse.records(parse.read_lines(p)):
@@ -209,8 +216,13 @@ def read_pai2020(path: str | Path, *, strict: bool = False) -> Trace:
         gtype = r["gpu_type"].strip()
         types = frozenset() if gtype in ("", "MISC") else frozenset({gtype})
         units = int(inst) if inst > 1 else 0
+        util = float("nan")
+        if util_of:
+            util = task_fraction(util_of.get((r["job_name"], r["task_name"])), plan)
         rows.add(f"{r['job_name']}/{r['task_name']}", start, end - start, per, units=units,
-                 user=r["job_name"], gpu_types=types)
+                 user=r["job_name"], gpu_types=types, gpu_util=util)
+    if lines.report.utilisation is not None:
+        lines.report.utilisation["jobs_with_util"] = sum(1 for u in rows.gpu_util if u == u)
     return _finish(rows, lines)
 
 
@@ -243,8 +255,12 @@ READERS: dict[str, Callable[..., Trace]] = {
 
 
 def read_trace(path: str | Path, fmt: str, *, strict: bool = False, cluster_gpus: int | None = None,
-               max_jobs: int | None = None) -> Trace:
-    """Read a trace in format ``fmt`` (one of ``FORMATS``)."""
+               max_jobs: int | None = None, sensor: str | Path | None = None) -> Trace:
+    """Read a trace in format ``fmt`` (one of ``FORMATS``); ``sensor`` joins PAI 2020's sensor table."""
+    if sensor is not None:
+        if fmt != "pai2020":
+            raise SpecError(f"--sensor joins the PAI 2020 sensor table; it does not apply to format '{fmt}'")
+        return read_pai2020(path, strict=strict, sensor=sensor)
     if fmt == "synthetic":
         return read_synthetic(path, cluster_gpus=cluster_gpus, strict=strict, max_jobs=max_jobs)
     if fmt not in READERS:
