@@ -1,8 +1,7 @@
 """NCCL's own tuning constants and hardware link tables used by the collective model.
 
 The latency and protocol tables are NCCL's tuning model (``src/graph/tuning.cc`` of NVIDIA/nccl,
-v2.2x-2.30, ``ncclTunerConstantsDefaults``), summarised in the shared research notes
-(network_anchors.md, section b). They are NCCL's *model inputs*, in microseconds and GB/s; the
+v2.2x-2.30, ``ncclTunerConstantsDefaults``). They are NCCL's *model inputs*, in microseconds and GB/s; the
 cost model in :mod:`clustertwin.comm.model` composes them with the cluster's hardware.
 Indexing: ``TABLE[algorithm][protocol]`` with protocols ``LL``, ``LL128``, ``Simple``.
 """

@@ -17,8 +17,7 @@ from clustertwin.units import DAY_S, HOUR_S
 
 FAILURES_PER_1000_NODE_DAYS_RSC1 = 6.50
 """Meta RSC-1 (16K A100): 6.50 failures per 1,000 node-days (Kokolis et al. 2024, 'Revisiting
-Reliability in Large-Scale Machine Learning Research Clusters'); secondary source, see
-research/reliability_anchors.md section 2."""
+Reliability in Large-Scale Machine Learning Research Clusters', arXiv 2410.21680, HPCA 2025)."""
 DEFAULT_NODE_MTBF_H = 1000.0 / FAILURES_PER_1000_NODE_DAYS_RSC1 * DAY_S / HOUR_S
 """Per-node mean time between failures implied by the RSC-1 rate: 1000 / 6.5 node-days = 3,692 h."""
 DEFAULT_NODE_MTTR_H = 4.0

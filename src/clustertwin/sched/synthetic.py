@@ -1,6 +1,6 @@
 """Synthetic GPU job traces: Poisson or diurnal arrivals, heavy-tailed sizes and durations.
 
-Defaults follow published trace statistics (research/scheduling_anchors.md section 2):
+Defaults follow published trace statistics (the trace publishers' papers and the Acme/AcmeTrace summary):
 
 - durations: log-normal with the Microsoft Philly median 874 s and mean 18,006 s (Acme
   ``cluster_summary.csv``): ``sigma = sqrt(2 ln(mean / median))`` = 2.46, ``mu = ln(median)``; capped at
