@@ -4,6 +4,7 @@ most 10 s on one core."""
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
@@ -40,4 +41,8 @@ def test_10k_trials_of_54_day_16k_gpu_run(benchmark, one_core, policy):
 
     res = benchmark.pedantic(run, rounds=1, iterations=1)
     assert res.monte_carlo.trials == TRIALS
-    assert benchmark.stats.stats.max <= TARGET_S
+    wall, cpu = time.perf_counter(), time.process_time()
+    run()
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    print(f"\n{TRIALS:,} trials ({policy}): wall {wall:.2f} s, CPU {cpu:.2f} s")
+    assert cpu <= TARGET_S  # CPU time, not wall: the machine is shared
