@@ -44,6 +44,6 @@ def test_numbers_ignore_layout_and_timed_lines():
 
 
 def test_elided_output_keeps_its_selection_of_rows():
-    old = ["┏━━┓", "│ compute │ 7.41 │", "…", "│ stragglers │ 0.848 │", "└──┘"]
+    old = ["┏━━┓", "│ compute │ 7.41 │", "…", "│ stragglers │ 0.848 │", "wrapped tail of a line", "└──┘"]
     new = ["┏━━━┓", "│ compute   │ 7.40 │", "│ tp_comm │ 0.3 │", "│ stragglers │ 0.847 │", "└───┘"]
     assert cde.merge_elided(old, new) == ["┏━━━┓", "│ compute   │ 7.40 │", "…", "│ stragglers │ 0.847 │", "└───┘"]

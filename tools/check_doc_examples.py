@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -34,9 +35,8 @@ class Example:
 
     @property
     def columns(self) -> int:
-        """Terminal width the output was written for: the widest table line, else 160."""
-        widths = [len(x) for x in self.expected if any(c in x for c in "│┃┏└")]
-        return max(widths, default=160)
+        """Terminal width the output was written for: its widest line (at least 80)."""
+        return max([80, *(len(x) for x in self.expected)])
 
 
 def examples(path: Path) -> list[Example]:
@@ -78,13 +78,19 @@ def numbers(lines: list[str]) -> Counter[str]:
 
 
 def run(ex: Example, bin_dir: str, timeout: float) -> tuple[int, list[str]]:
+    """Run one example in the repository root; files it writes there (reports, calibrations) are removed."""
     cmd = f"{bin_dir}/{ex.command}" if Path(bin_dir).is_dir() else ex.command
+    before = set(os.listdir(ROOT))
     try:
         r = subprocess.run(cmd, shell=True, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
                            env={**os.environ, "COLUMNS": str(ex.columns), "NO_COLOR": "1", "TERM": "dumb"})
+        code, out = r.returncode, (r.stdout + r.stderr).rstrip("\n").splitlines()
     except subprocess.TimeoutExpired:
-        return 124, ["<timeout>"]
-    return r.returncode, (r.stdout + r.stderr).rstrip("\n").splitlines()
+        code, out = 124, ["<timeout>"]
+    for name in set(os.listdir(ROOT)) - before:
+        path = ROOT / name
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+    return code, [x.rstrip() for x in out]
 
 
 def _key(line: str) -> str:
@@ -102,7 +108,7 @@ def _key(line: str) -> str:
 
 def merge_elided(old: list[str], new: list[str]) -> list[str]:
     """An abbreviated output (with ``…`` lines) keeps its selection of lines: each kept line is replaced by
-    the next new line with the same key, in order; lines with no counterpart stay as they were."""
+    the next new line with the same key, in order; lines with no counterpart are dropped."""
     out: list[str] = []
     j = 0
     for line in old:
@@ -111,9 +117,7 @@ def merge_elided(old: list[str], new: list[str]) -> list[str]:
             out.append(line)
             continue
         hit = next((i for i in range(j, len(new)) if _key(new[i]) == k), None)
-        if hit is None:
-            out.append(line)
-        else:
+        if hit is not None:  # a line the command no longer prints is dropped (it is no longer true)
             out.append(new[hit])
             j = hit + 1
     return out
