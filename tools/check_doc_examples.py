@@ -82,9 +82,10 @@ def run(ex: Example, bin_dir: str, timeout: float) -> tuple[int, list[str]]:
     cmd = f"{bin_dir}/{ex.command}" if Path(bin_dir).is_dir() else ex.command
     before = set(os.listdir(ROOT))
     try:
-        r = subprocess.run(cmd, shell=True, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-                           env={**os.environ, "COLUMNS": str(ex.columns), "NO_COLOR": "1", "TERM": "dumb"})
-        code, out = r.returncode, (r.stdout + r.stderr).rstrip("\n").splitlines()
+        r = subprocess.run(cmd, shell=True, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           timeout=timeout, env={**os.environ, "COLUMNS": str(ex.columns), "NO_COLOR": "1",
+                                                 "TERM": "dumb", "PYTHONUNBUFFERED": "1"})
+        code, out = r.returncode, r.stdout.rstrip("\n").splitlines()  # (stderr where a terminal shows it)
     except subprocess.TimeoutExpired:
         code, out = 124, ["<timeout>"]
     for name in set(os.listdir(ROOT)) - before:
@@ -113,7 +114,7 @@ def merge_elided(old: list[str], new: list[str]) -> list[str]:
     j = 0
     for line in old:
         k = _key(line)
-        if not k or line.strip() == "…":
+        if not k or line.strip() in ("…", "..."):
             out.append(line)
             continue
         hit = next((i for i in range(j, len(new)) if _key(new[i]) == k), None)
@@ -158,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"    docs only: {' '.join(list(missing.elements())[:16])}")
             print(f"    now only : {' '.join(list(extra.elements())[:16])}")
             if args.update and replaceable(ex, code, got):
-                elided = any(x.strip() == "…" for x in ex.expected)
+                elided = any(x.strip() in ("…", "...") for x in ex.expected)
                 edits.append((ex.end - len(ex.expected), ex.end, merge_elided(ex.expected, got) if elided else got))
         for start, end, got in reversed(edits):
             lines[start:end] = got
