@@ -37,10 +37,11 @@ def _need_slurm() -> None:
 
 
 def _meets(trace, run) -> bool:
-    cmp_, _ = crosscheck.compare(trace, run, NODES, GPUS_PER_NODE)
+    cmp_, res = crosscheck.compare(trace, run, NODES, GPUS_PER_NODE)
+    tolerances = [r["tolerance_s"] for r in crosscheck.per_job(trace, run, cmp_, res)]
     return (cmp_.order_agreement >= crosscheck.MIN_ORDER_AGREEMENT
             and cmp_.within >= crosscheck.MIN_WITHIN_FRACTION * len(trace)
-            and abs(float(np.median(cmp_.diff_s))) <= cmp_.bf_resolution_s + crosscheck.LAUNCH_LAG_S)
+            and abs(float(np.median(cmp_.diff_s))) <= float(np.median(tolerances)))
 
 
 @pytest.fixture(scope="module")
@@ -82,9 +83,11 @@ def test_simulator_matches_slurm_start_order_and_times(slurm_run):
     # order on Slurm (measured: 100 % on an idle host, 98.8 % with the host's two cores busy)
     assert cmp_.pairs >= 200
     assert cmp_.order_agreement >= crosscheck.MIN_ORDER_AGREEMENT, detail
-    # start times: the median job starts at the same second; each job within its tolerance (backfill
-    # interval + resolution + launch lag per link of the chain it waited on) but for the few where a
-    # sub-second lag flipped a backfill decision and the schedules drifted apart for a while (measured 27-32
-    # of 32; the host's load makes launch lags jitter)
-    assert abs(float(np.median(cmp_.diff_s))) <= cmp_.bf_resolution_s + crosscheck.LAUNCH_LAG_S
+    # start times: the median difference within the median job's tolerance (backfill interval + resolution +
+    # launch lag per link of the chain it waited on: lags add up along chains when the host is busy; measured
+    # 0-1 s idle, 3 s with the test suite running on both cores); each job within its tolerance but for the
+    # few where a sub-second lag flipped a backfill decision and the schedules drifted apart for a while
+    # (measured 27-32 of 32; the host's load makes launch lags jitter)
+    tolerances = [r["tolerance_s"] for r in crosscheck.per_job(trace, run, cmp_, res)]
+    assert abs(float(np.median(cmp_.diff_s))) <= float(np.median(tolerances)), detail
     assert cmp_.within >= crosscheck.MIN_WITHIN_FRACTION * len(trace), detail
