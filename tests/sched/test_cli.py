@@ -26,7 +26,7 @@ def test_simulate_json_contract(cli, tmp_path):
     assert set(first["metrics"]) >= METRIC_KEYS
     assert first["metrics"]["skipped_lines"] == 1
     assert first["metrics"]["completed"] == 4
-    assert set(first["jobs"][0]) == {"id", "submit_s", "start_s", "end_s", "state"}
+    assert set(first["jobs"][0]) == {"id", "submit_s", "start_s", "end_s", "state", "nodes"}
     assert doc["trace"]["excluded"] == {"no runtime": 1}
     rows = list(csv.DictReader(tl.open()))
     assert rows and set(rows[0]) >= {"policy", "placement", "time_s", "allocated_gpus", "utilization"}

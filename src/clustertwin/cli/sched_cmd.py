@@ -121,7 +121,8 @@ def simulate_command(
     compress: float = typer.Option(1.0, "--compress", help="Divide submit times by this factor (runtimes "
                                    "unchanged): the same jobs at F times the offered load."),
     timeline: Path | None = typer.Option(None, "--timeline", help="Write utilisation over time to this CSV."),
-    show_jobs: bool = typer.Option(False, "--jobs", help="Include per-job records in the JSON output."),
+    show_jobs: bool = typer.Option(False, "--jobs", help="Include per-job records (with their nodes) in the JSON "
+                                   "output."),
     sensor: Path | None = typer.Option(None, "--sensor", help="PAI 2020 sensor table: each task's own GPU "
                                        "utilisation for work utilisation."),
     strict: bool = typer.Option(False, "--strict", help="Malformed trace lines are fatal."),
@@ -166,7 +167,7 @@ def simulate_command(
                 task = prog.add_task(f"{p.name} / {pl}", total=len(jobs))
                 cb = (lambda tk: (lambda k: prog.update(tk, completed=k)))(task)
             res = engine.simulate(cl, jobs, p, placement=pl, failures=fail, backfill_window=backfill_window,
-                                  max_requeues=max_requeues, progress=cb)
+                                  max_requeues=max_requeues, progress=cb, record_allocations=show_jobs)
             results.append(res)
     finally:
         if prog is not None:

@@ -146,19 +146,27 @@ def compute(res: SimResult, *, skipped_lines: int = 0) -> Metrics:
 
 
 def job_records(res: SimResult) -> list[dict]:
-    """Per-job outcome: id, submit, (last) start, end, state."""
+    """Per-job outcome: id, submit, (last) start, end, state; with recorded allocations also ``nodes``, the
+    distinct nodes of the job's last finished allocation in placement order (a ``train --placement`` node
+    list: node numbers follow the cluster spec's topology), None for a job that never finished one."""
     from clustertwin.sched.engine import STATE_NAMES
 
     jobs = res.jobs
+    last_nodes: dict[int, list[int]] = {}
+    for a in res.allocations or ():
+        last_nodes[int(a[0])] = list(dict.fromkeys(int(n) for n in a[3].tolist()))
     out = []
     for j in range(len(jobs)):
-        out.append({
+        rec = {
             "id": jobs.ids[j],
             "submit_s": float(jobs.submit_s[j]),
             "start_s": None if np.isnan(res.start_s[j]) else float(res.start_s[j]),
             "end_s": None if np.isnan(res.end_s[j]) else float(res.end_s[j]),
             "state": STATE_NAMES[int(res.state[j])],
-        })
+        }
+        if res.allocations:
+            rec["nodes"] = last_nodes.get(j)
+        out.append(rec)
     return out
 
 
