@@ -21,6 +21,7 @@ import numpy as np
 
 from clustertwin.datapath import DEFAULT_DATA_PARAMS, DatasetSpec, DataStall, data_stall, dataset, path_stages
 from clustertwin.specs.cluster import ClusterSpec
+from clustertwin.train.spec_keys import spec_key
 
 DEFAULT_DATASET = "tokenized-text"
 _RATES: dict[tuple, float] = {}
@@ -30,7 +31,7 @@ _CACHE_LIMIT = 1024
 
 def delivered_samples_per_s(cluster: ClusterSpec, ds: DatasetSpec, nodes: int, seq_len: int) -> float:
     """Samples/s of the slowest stage of the path for ``nodes`` client nodes (cached by value)."""
-    key = (cluster, ds, nodes, seq_len)
+    key = (spec_key(cluster), ds, nodes, seq_len)
     hit = _RATES.get(key)
     if hit is not None:
         return hit
@@ -64,7 +65,8 @@ def data_path(cluster: ClusterSpec, dataset_ref, step_without_data_s: float, gpu
     """The full :class:`~clustertwin.datapath.DataStall` of one layout (stages, bottleneck) for reports
     (cached by value: a pure function of its arguments)."""
     try:
-        key = (cluster, dataset_ref, float(step_without_data_s), int(gpus), float(samples_per_step), int(seq_len))
+        key = (spec_key(cluster), dataset_ref, float(step_without_data_s), int(gpus), float(samples_per_step),
+               int(seq_len))
         hit = _STALLS.get(key)
     except TypeError:  # an inline mapping: not hashable, not cached
         return data_stall(cluster, dataset_ref, step_without_data_s, samples_per_step, gpus, seq_len=seq_len)

@@ -21,7 +21,7 @@ from clustertwin.train.params import TrainParams, resolve_params
 from clustertwin.train.rules import first_violation
 from clustertwin.train.stack import ALIASES, resolve_stack, stack_violation
 from clustertwin.train.step import evaluate_layouts
-from clustertwin.train.topology_comm import net_fractions, net_hops, placement_key
+from clustertwin.train.topology_comm import group_traffic, placement_key
 from clustertwin.units import GIB
 
 
@@ -129,8 +129,9 @@ def annotate(est: TrainEstimate, cluster: ClusterSpec, lay: Layouts, i: int, pla
     per reported row)."""
     est.placement = placement_key(placement)[0]
     one = Layouts(*(int(scalar(getattr(lay, f), i)) for f in LAYOUT_FIELDS))  # type: ignore[arg-type]
-    est.net_fractions = {k: float(v) for k, v in net_fractions(cluster, one, cluster.node.gpus, placement).items()}
-    est.net_hops = {k: int(v) for k, v in net_hops(cluster, one, cluster.node.gpus, placement).items()}
+    fractions, hops = group_traffic(cluster, one, cluster.node.gpus, placement)
+    est.net_fractions = {k: float(v) for k, v in fractions.items()}
+    est.net_hops = {k: int(v) for k, v in hops.items()}
     if dataset is not None:
         stall = est.breakdown.get("data_stall", 0.0)
         est.data_path = data_path(cluster, dataset, est.step_time_s - stall, est.gpus, est.global_batch,

@@ -37,27 +37,13 @@ from clustertwin.specs.cluster import ClusterSpec
 from clustertwin.topology import Topology, build, group_bandwidth, groups_of, place
 from clustertwin.train.layout import Layouts
 from clustertwin.train.placement import Groups
+from clustertwin.train.spec_keys import spec_key
 
 PLACEMENTS = ("contiguous", "scattered", "random")
 _CACHE: dict[tuple, tuple[float, int]] = {}
 _NODES: dict[tuple, np.ndarray] = {}
 _CACHE_LIMIT = 4096
 _TOPOLOGIES: dict[ClusterSpec, Topology] = {}
-
-
-_HELD: dict[int, ClusterSpec] = {}
-"""Clusters whose ``id`` keys :data:`_CACHE`, held so that no id is reused while its entries live (a
-cluster spec hashes recursively through its pydantic fields, which cost a quarter of one estimate)."""
-
-
-def _cluster_id(cluster: ClusterSpec) -> int:
-    i = id(cluster)
-    if _HELD.get(i) is not cluster:
-        if len(_HELD) >= 64:
-            _HELD.clear()
-            _CACHE.clear()
-        _HELD[i] = cluster
-    return i
 
 
 def _topology(cluster: ClusterSpec) -> Topology:
@@ -146,7 +132,7 @@ def kind_traffic(cluster: ClusterSpec, n_nodes: int, m: int, s: int, pattern: st
     hops 0 inside a node or for a ragged shape (the collective model's contiguous span then counts them)."""
     if m <= 1 or n_nodes <= 1:
         return 1.0, 0
-    key = (_cluster_id(cluster), n_nodes, m, s, pattern, placement_key(placement))
+    key = (spec_key(cluster), n_nodes, m, s, pattern, placement_key(placement))
     hit = _CACHE.get(key)
     if hit is not None:
         return hit
@@ -158,8 +144,6 @@ def kind_traffic(cluster: ClusterSpec, n_nodes: int, m: int, s: int, pattern: st
         out = (tr.fraction, int(tr.max_hops))
     if len(_CACHE) >= _CACHE_LIMIT:
         _CACHE.clear()
-        _HELD.clear()
-        key = (_cluster_id(cluster), *key[1:])
     _CACHE[key] = out
     return out
 
@@ -182,6 +166,11 @@ def net_hops(cluster: ClusterSpec, lay: Layouts, gpus_per_node: int, placement="
     """Switch hops of every group kind where the placement puts it (:func:`kind_traffic`; ints for a
     scalar layout, int arrays otherwise; 0 = inside a node); keys ``tp cp dp ep edp pp``."""
     return _per_kind(cluster, lay, gpus_per_node, placement)[1]
+
+
+def group_traffic(cluster: ClusterSpec, lay: Layouts, gpus_per_node: int, placement="contiguous") -> tuple[dict, dict]:
+    """(:func:`net_fractions`, :func:`net_hops`) in one pass."""
+    return _per_kind(cluster, lay, gpus_per_node, placement)
 
 
 def _per_kind(cluster: ClusterSpec, lay: Layouts, gpn: int, placement) -> tuple[dict, dict]:
