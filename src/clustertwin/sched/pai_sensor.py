@@ -19,8 +19,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from clustertwin.sched import parse
-from clustertwin.sched.trace_io import _Lines, _num, _open
+from clustertwin.sched.trace_io import _fixed_rows, _Lines, _num, _open
 
 SENSOR_COLUMNS = ("job_name", "task_name", "worker_name", "inst_id", "machine", "gpu_name", "cpu_usage",
                   "gpu_wrk_util", "avg_mem", "max_mem", "avg_gpu_wrk_mem", "max_gpu_wrk_mem", "read", "write",
@@ -34,19 +33,8 @@ def read_sensor_util(path: str | Path, *, strict: bool = False) -> tuple[dict[tu
     p = _open(path)
     lines = _Lines(p, "pai2020-sensor", strict)
     sums: dict[tuple[str, str], list[float]] = {}
-    ncol = len(SENSOR_COLUMNS)
-    i_util = SENSOR_COLUMNS.index("gpu_wrk_util")
-    for line_no, rec, damage in parse.records(parse.read_lines(p)):
-        if line_no == 1 and rec and rec[0] == "job_name":
-            continue
-        lines.report.lines += 1
-        if damage is not None:
-            lines.damaged(line_no, damage)
-            continue
-        if len(rec) != ncol:
-            lines.bad(line_no, f"expected {ncol} fields, got {len(rec)}", parse.FIELD_COUNT)
-            continue
-        raw = rec[i_util].strip()
+    for line_no, rec in _fixed_rows(p, lines, SENSOR_COLUMNS):
+        raw = rec["gpu_wrk_util"].strip()
         if not raw:
             lines.exclude("worker without gpu_wrk_util")
             continue
@@ -55,7 +43,7 @@ def read_sensor_util(path: str | Path, *, strict: bool = False) -> tuple[dict[tu
         except ValueError as e:
             lines.bad(line_no, str(e), getattr(e, "cause", "malformed"))
             continue
-        acc = sums.setdefault((rec[0], rec[1]), [0.0, 0.0])
+        acc = sums.setdefault((rec["job_name"], rec["task_name"]), [0.0, 0.0])
         acc[0] += util
         acc[1] += 1.0
     lines.report.jobs = len(sums)

@@ -31,7 +31,7 @@ from clustertwin.sched.cluster_logs import (  # noqa: F401 (re-exported)
 )
 from clustertwin.sched.jobs import MILLI_PER_GPU, JobRows, Trace, TraceReport
 from clustertwin.sched.pai_sensor import read_sensor_util, task_fraction
-from clustertwin.sched.trace_io import MAX_GPUS_PER_JOB, _csv_rows, _finish, _Lines, _num, _open
+from clustertwin.sched.trace_io import MAX_GPUS_PER_JOB, _csv_rows, _finish, _fixed_rows, _Lines, _num, _open
 
 FORMATS = ("swf", "pai2023", "pai2020", "philly", "helios", "sacct", "synthetic")
 
@@ -180,18 +180,7 @@ def read_pai2020(path: str | Path, *, strict: bool = False, sensor: str | Path |
         util_of, s_lines = read_sensor_util(sensor, strict=strict)
         lines.report.utilisation = {**s_lines.report.to_dict(), "tasks_measured": len(util_of)}
     rows = JobRows()
-    ncol = len(PAI2020_TASK_COLUMNS)
-    for line_no, rec, damage in parse.records(parse.read_lines(p)):
-        if line_no == 1 and rec and rec[0] == "job_name":
-            continue
-        lines.report.lines += 1
-        if damage is not None:
-            lines.damaged(line_no, damage)
-            continue
-        if len(rec) != ncol:
-            lines.bad(line_no, f"expected {ncol} fields, got {len(rec)}", parse.FIELD_COUNT)
-            continue
-        r = dict(zip(PAI2020_TASK_COLUMNS, rec, strict=True))
+    for line_no, r in _fixed_rows(p, lines, PAI2020_TASK_COLUMNS):
         if not r["plan_gpu"].strip() or not r["start_time"].strip() or not r["end_time"].strip():
             lines.exclude("no gpu plan or times")
             continue

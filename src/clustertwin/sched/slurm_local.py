@@ -4,7 +4,7 @@ One ``slurmctld`` and one ``slurmd -N vnK`` per virtual node, all on 127.0.0.1 w
 spool, state and log directories under a temporary directory, so that it runs next to (and never
 touches) a Slurm the host already runs (``/etc/slurm``). Each virtual node declares ``CPUs`` and
 ``Gres=gpu:G`` (``SlurmdParameters=config_overrides``: the host's real CPU count does not matter);
-the GPUs are GRES with placeholder device files (character devices 1:3, the numbers of ``/dev/null``),
+the GPUs are GRES with stand-in device files (character devices 1:3, the numbers of ``/dev/null``),
 because Slurm drops file-less ``gpu`` GRES ("Removing file-less GPU"), and nothing opens them.
 
 Scheduling is configured to mirror the simulator's ``backfill`` policy (FIFO + EASY):

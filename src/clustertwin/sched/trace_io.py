@@ -83,6 +83,23 @@ def _csv_rows(p: Path, lines: _Lines, required: tuple[str, ...]) -> Iterator[tup
         yield line_no, dict(zip(cols, rec, strict=True))
 
 
+def _fixed_rows(p: Path, lines: _Lines, columns: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
+    """Records of a headerless CSV with known ``columns`` (as Alibaba publishes its tables; a header line
+    naming the first column is accepted and skipped), as dicts; damaged and wrong-width lines are counted."""
+    width = len(columns)
+    for line_no, rec, damage in parse.records(parse.read_lines(p)):
+        if line_no == 1 and rec and rec[0] == columns[0]:
+            continue
+        lines.report.lines += 1
+        if damage is not None:
+            lines.damaged(line_no, damage)
+            continue
+        if len(rec) != width:
+            lines.bad(line_no, f"expected {width} fields, got {len(rec)}", parse.FIELD_COUNT)
+            continue
+        yield line_no, dict(zip(columns, rec, strict=True))
+
+
 def _finish(rows: JobRows, lines: _Lines) -> Trace:
     jobs = rows.build(rebase=True)
     lines.report.jobs = len(jobs)
