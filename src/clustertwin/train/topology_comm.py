@@ -120,15 +120,11 @@ def node_shape(size: int, stride: int, gpus_per_node: int) -> tuple[int, int]:
     return size, stride // gpus_per_node
 
 
-def kind_fraction(cluster: ClusterSpec, n_nodes: int, m: int, s: int, pattern: str, placement) -> float:
-    """Worst group's fraction of injection bandwidth when all node groups of shape (``m``, ``s``) of an
-    ``n_nodes`` job run ``pattern`` at once (module docstring); 1 inside a node."""
-    return kind_traffic(cluster, n_nodes, m, s, pattern, placement)[0]
-
-
 def kind_traffic(cluster: ClusterSpec, n_nodes: int, m: int, s: int, pattern: str,
                  placement) -> tuple[float, int]:
-    """(:func:`kind_fraction`, switch hops of the farthest ring edge or all-to-all pair of those groups);
+    """(worst group's fraction of injection bandwidth when all node groups of shape (``m``, ``s``) of an
+    ``n_nodes`` job run ``pattern`` at once (module docstring; 1 inside a node), switch hops of the farthest
+    ring edge or all-to-all pair of those groups);
     hops 0 inside a node or for a ragged shape (the collective model's contiguous span then counts them)."""
     if m <= 1 or n_nodes <= 1:
         return 1.0, 0
