@@ -25,8 +25,9 @@ SYNC = max(H, P.ring_sync_us)  # a step of a multi-node ring
 # one network step with Simple: 2 NICs + switch hops (rail-optimised, 3 hops max across the spine) + proxy
 NET = 2 * P.nic_latency_us + 3 * 0.150 + P.proxy_step_us_simple
 CHUNKS = GIB / (P.chunk_bytes * P.channels)
-FILL = P.fill_stages * min(GIB, P.chunk_bytes * P.channels)  # a deep pipeline (tree across nodes)
-FILL2 = P.nvls_fill_stages * min(GIB, P.chunk_bytes * P.channels)  # a two-stage one (tree of 2 GPUs)
+# a Simple tree stores and forwards whole 512 KiB steps along its D = 2 (ppn - 1 + log2 nodes) stages:
+# (D - 1) steps of fill at tree_stage_gb_per_s per channel
+STEP_S = P.chunk_bytes / (P.tree_stage_gb_per_s * 1e9)
 
 
 def t(lat_us: float, algbw_gb_per_s: float, size: float = GIB) -> float:
@@ -35,10 +36,11 @@ def t(lat_us: float, algbw_gb_per_s: float, size: float = GIB) -> float:
 
 def tree_1024() -> float:
     """Tree: NVLink chain (B/2) and network tree (2 S per node: 376/2), both x0.92, pipelined in
-    GIB / (512 KiB x 16) chunks, plus the fill of 4 chunks; latency 2 (7 NVLink + 7 network steps)."""
+    GIB / (512 KiB x 16) chunks, plus the chain fill of D - 1 = 2 (7 + 7) - 1 = 27 steps; latency 2 (7
+    NVLink + 7 network steps)."""
     intra = GIB / (B_NV / 2 * 0.92 * 1e9)
     inter = GIB / (NODE_NET / 2 * 0.92 * 1e9)
-    fill = FILL / (min(B_NV / 2, NODE_NET / 2) * 0.92 * 1e9)
+    fill = 27 * STEP_S
     return (L + 2 * (7 * H + 7 * NET)) * 1e-6 + max(intra, inter) + min(intra, inter) / CHUNKS + fill
 
 
@@ -48,7 +50,7 @@ F_AG_1024 = 1023 / 1024
 CASES = [
     # (op, gpus, algorithm, expected time at 1 GiB with Simple)
     ("all_reduce", 2, "ring", t(L + 2 * H, B_NV / 1.0)),
-    ("all_reduce", 2, "tree", t(L + 2 * (1 * H), B_NV / 2 * 0.92) + FILL2 / (B_NV / 2 * 0.92 * 1e9)),
+    ("all_reduce", 2, "tree", t(L + 2 * (1 * H), B_NV / 2 * 0.92) + 1 * STEP_S),  # D = 2: one step of fill
     ("all_gather", 2, "ring", t(L + 1 * H, B_NV / 0.5)),
     ("reduce_scatter", 2, "ring", t(L + 1 * H, B_NV / 0.5)),
     ("broadcast", 2, "ring", t(L + 1 * H, B_NV)),

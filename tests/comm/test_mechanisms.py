@@ -47,11 +47,25 @@ def test_tree_per_channel_cap_on_blackwell_across_three_or_more_nodes(make_clust
     assert res.algbw_gb_per_s > 0.9 * 0.5 * P.channels * 24.0
 
 
-def test_nvls_not_offered_beyond_its_arity(make_cluster):
+def test_nvls_on_a_whole_nvl72_rack_is_capped_by_the_switch_fanin(make_cluster):
+    """72 local ranks exceed NCCL_MAX_NVLS_ARITY (32 heads) but NVLS all-reduce still runs (enqueue.cc
+    drops only all_gather / reduce_scatter); algbw = min(link x eff x 32/33, fan-in ceiling / 72)."""
     c = make_cluster("gb200-nvl72", 1)
+    big = 2.0**40  # fill and latency negligible
+    rack = collective(c, "all_reduce", big, 72, algorithm="nvls")
+    assert rack.algbw_gb_per_s == pytest.approx(P.nvls_fanin_gb_per_s / 72, rel=1e-3)
+    eight = collective(c, "all_reduce", big, 8, algorithm="nvls")  # link-bound: 720 x 0.74 x 8/9
+    assert eight.algbw_gb_per_s == pytest.approx(720 * 0.74 * 8 / 9, rel=1e-3)
+    assert collective(c, "all_reduce", 2.0**30, 72).algorithm == "nvls"
     with pytest.raises(SpecError, match="not available"):
-        collective(c, "all_reduce", 2.0**30, 72, algorithm="nvls")
-    assert collective(c, "all_reduce", 2.0**30, 8, algorithm="nvls").algorithm == "nvls"
+        collective(c, "all_reduce", 2.0**30, 72, algorithm="nvls", nvls=False)
+
+
+def test_nvls_disabled_falls_back_to_ring_or_tree(make_cluster):
+    c = make_cluster("dgx-h100", 2)
+    on = collective(c, "all_reduce", 2.0**28, 16)
+    off = collective(c, "all_reduce", 2.0**28, 16, nvls=False)
+    assert on.algorithm == "nvlstree" and off.algorithm in ("ring", "tree")
 
 
 def test_symmetric_memory_kernels_only_when_asked(make_cluster):

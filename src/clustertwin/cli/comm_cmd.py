@@ -84,6 +84,9 @@ def comm_command(
     gpus_per_process: int = typer.Option(1, "--gpus-per-process", "-g",
                                          help="GPUs one process drives (nccl-tests -g; launches are serial)."),
     cuda_graph: bool = typer.Option(False, "--cuda-graph", "-G", help="Launch from CUDA graphs (nccl-tests -G)."),
+    nccl_version: str | None = typer.Option(None, "--nccl-version",
+                                            help="The run's NCCL release, e.g. 2.26.2 (default: current)."),
+    nvls: bool = typer.Option(True, "--nvls/--no-nvls", help="NVLink SHARP on or off (NCCL_NVLS_ENABLE)."),
     log_format: bool = typer.Option(False, "--nccl-tests-log",
                                     help="Print the prediction as an nccl-tests log (both blocks)."),
     json_out: bool = JsonOpt,
@@ -99,13 +102,15 @@ def comm_command(
     sizes = sweep_sizes(parse_size(min_bytes), parse_size(max_bytes), step_factor)
     res = collective(spec, op, sizes, n, ranks_per_node=ranks_per_node, algorithm=algorithm, protocol=protocol,
                      calibration=load_calibration(calibration, spec, force), placement=where,
-                     gpus_per_process=gpus_per_process, cuda_graph=cuda_graph)
+                     gpus_per_process=gpus_per_process, cuda_graph=cuda_graph, nccl_version=nccl_version,
+                     nvls=nvls)
     summary = res.placement.to_dict() if res.placement is not None else None
     time_us = np.asarray(res.time_s) * 1e6
     if log_format:
         # the model has no in-place/out-of-place difference: both blocks print the same prediction
         print(format_log(res.op, sizes, time_us, time_us, res.gpus, res.nodes, gpus_per_process, cuda_graph,
-                         device=spec.node.gpu.name or spec.node.gpu.id or "GPU"), end="")
+                         device=spec.node.gpu.name or spec.node.gpu.id or "GPU", nccl_version=nccl_version),
+              end="")
         return
     if json_out:
         rows = [{"size_bytes": int(s), "count": int(s) // FLOAT_BYTES, "type": "float", "time_us": float(t),
@@ -158,7 +163,7 @@ def calibrate_command(
     summary = {"output": str(output), "logs": [{"file": lg.name, "op": lg.op, "ranks": lg.ranks, "hosts": lg.hosts,
                                                  "rows": len(lg.rows), "blocks": lg.blocks,
                                                  "rows_wrong": lg.wrong_rows, "malformed": len(lg.malformed),
-                                                 "cuda_graph": lg.cuda_graph,
+                                                 "cuda_graph": lg.cuda_graph, "nccl_version": lg.nccl_version,
                                                  "gpus_per_process": lg.gpus_per_process} for lg in parsed],
                "comm": res.params, "timings_used": res.blocks_used,
                "median_abs_time_error_before": res.median_abs_error_before,

@@ -27,6 +27,7 @@ from clustertwin.comm import constants as C
 from clustertwin.comm import p2p
 from clustertwin.comm.latency import StepLatency, step_latency
 from clustertwin.comm.links import MESH_KINDS, NVLINK_KINDS, Links, generation, links
+from clustertwin.comm.nccl_version import CURRENT_VERSION, ll128_across_nodes, nvls_channels
 from clustertwin.comm.params import CommParams
 from clustertwin.comm.placement import Placement, contiguous_placement
 from clustertwin.comm.result import busbw_factor
@@ -34,8 +35,9 @@ from clustertwin.comm.span import GroupSpan
 from clustertwin.specs.cluster import ClusterSpec
 
 NVLS_MAX_ARITY = 32
-"""Most local ranks an NVLS communicator reduces over (NCCL ``NCCL_MAX_NVLS_ARITY`` in device.h); larger
-NVLink domains (a whole NVL72 rack) run ring/tree over NVLink instead."""
+"""Most NVLS heads per node (NCCL ``NCCL_MAX_NVLS_ARITY`` in device.h; search.cc ``maxChannels =
+min(NCCL_MAX_NVLS_ARITY, GPUs)``). A larger NVLink domain (a whole NVL72 rack) still runs NVLS
+all-reduce (enqueue.cc only drops NVLS all_gather / reduce_scatter above it), with 32 heads."""
 RDMA_FABRICS = frozenset({"infiniband", "roce"})
 """Fabrics with GPUDirect RDMA; over TCP sockets (``ethernet``) or PSM2 (``omnipath``) LL128 is off."""
 PRE_LL128_ARCHS = frozenset({"kepler", "maxwell", "pascal"})
@@ -57,9 +59,18 @@ class Candidate:
     cap_algbw: float = math.inf
     phased: bool = False
     depth: int = 0
-    """Pipeline stages a chunk crosses (NVLS 2, tree 2 (ppn - 1 + log2 nodes), NVLSTree 2 + 2 log2 nodes,
-    CollNet 4); a multi-stage pipeline (depth >= 2) pays the pipeline fill
-    (:func:`clustertwin.comm.hierarchical.fill_s`). 0: no fill (rings, point-to-point)."""
+    """Pipeline stages a chunk crosses (NVLS 2, NVLSTree 2 + 2 log2 nodes, CollNet and NVLS across nodes
+    4); a multi-stage pipeline (depth >= 2) pays the pipeline fill
+    (:func:`clustertwin.comm.hierarchical.fill_s`, and for NVLS/NVLSTree at least
+    :func:`~clustertwin.comm.hierarchical.nvls_fill_s`). 0: no such fill (rings, point-to-point, trees,
+    which fill through ``chain``)."""
+    nvls_ops: int = 0
+    """NVLS / NVLSTree: concurrent operations ``channels x heads`` (the loop of
+    :func:`clustertwin.comm.hierarchical.nvls_fill_s`). 0: neither."""
+    chain: int = 0
+    """Store-and-forward stages of whole Simple steps (tree Simple: its depth; NCCL 2.x trees move
+    ``chunkSteps = sliceSteps = 1`` steps of NCCL_BUFFSIZE / NCCL_STEPS, enqueue.cc ``calcCollChunking``),
+    priced by :func:`clustertwin.comm.hierarchical.chain_fill_s`. 0: none."""
     tuner_intra_only: bool = False
     tree_correction: bool = False
     plateau: bool = False
@@ -93,6 +104,7 @@ class Ctx:
     net_extra_us: float
     steps: StepLatency
     symmetric: bool = False
+    version: tuple[int, int, int] = CURRENT_VERSION
 
     # ---- NCCL tuner table (selection only)
     def hw(self, hop: str, algo: str, proto: str) -> float:
@@ -112,7 +124,8 @@ class Ctx:
 
 def context(cluster: ClusterSpec, op: str, n: int, ppn: int, p: CommParams, pl: Placement | None,
             gpus_per_process: int = 1, cuda_graph: bool = False, symmetric: bool = False,
-            net_fraction: float | None = None, net_hops: int | None = None) -> Ctx:
+            net_fraction: float | None = None, net_hops: int | None = None,
+            version: tuple[int, int, int] = CURRENT_VERSION, nvls_enable: bool = True) -> Ctx:
     """Links, protocol availability, NCCL's llMax and the step latencies of one group.
 
     ``net_fraction``: the share of injection bandwidth the group keeps when other groups load the same
@@ -132,10 +145,11 @@ def context(cluster: ClusterSpec, op: str, n: int, ppn: int, p: CommParams, pl: 
     fabric = cluster.fabric
     intra_nvlink = node.scale_up.kind in NVLINK_KINDS and node.scale_up_gb_per_s > 0
     ll128 = ((intra_nvlink or ppn == 1) and (nodes == 1 or fabric.kind in RDMA_FABRICS)
-             and node.gpu.arch.strip().lower() not in PRE_LL128_ARCHS)
+             and node.gpu.arch.strip().lower() not in PRE_LL128_ARCHS
+             and (nodes == 1 or ll128_across_nodes(node, version)))
     net = cluster.net
     sharp = bool(fabric.sharp if net.sharp is None else net.sharp)
-    nvls = node.scale_up.kind == "nvswitch" and node.gpu.nvls and 2 <= ppn <= NVLS_MAX_ARITY
+    nvls = nvls_enable and node.scale_up.kind == "nvswitch" and node.gpu.nvls and ppn >= 2
     vendor = (node.cpu.vendor if node.cpu is not None else "intel").lower()
     vendor = "amd" if vendor == "amd" else "intel"
     if nodes == 1:
@@ -147,7 +161,7 @@ def context(cluster: ClusterSpec, op: str, n: int, ppn: int, p: CommParams, pl: 
     steps = step_latency(p, lk.intra_hop, nodes > 1, span.max_hops, fabric.switch_latency_ns,
                          fabric.hop_latency_us, gpus_per_process, cuda_graph, gen == "blackwell")
     return Ctx(cluster, op, n, ppn, nodes, span, lk, p, pl, gen, ll128, sharp, nvls, ll_max, overhead, extra,
-               steps, symmetric and nodes == 1 and lk.intra_hop == C.NVLINK)
+               steps, symmetric and nodes == 1 and lk.intra_hop == C.NVLINK, version)
 
 
 def _ring_protocol(cx: Ctx, proto: str, factor: float) -> tuple[float, float]:
@@ -230,7 +244,7 @@ def _tree(cx: Ctx) -> list[Candidate]:
         out.append(Candidate(
             "tree", proto, tuner, phys, _inf_if(local, lk.intra_ring_gb_per_s / 2.0 * eff),
             _inf_if(multi, lk.ring_net_gb_per_s / max(vol, 1.0) * eff), cap, phased=multi and local,
-            depth=2 * (ppn - 1 + _log2i(nodes)) if local and proto == "Simple" else 0,
+            chain=2 * (ppn - 1 + _log2i(nodes)) if proto == "Simple" else 0,
             tuner_intra_only=nodes <= 2 and local, tree_correction=True))
     return out
 
@@ -238,11 +252,13 @@ def _tree(cx: Ctx) -> list[Candidate]:
 def _nvls(cx: Ctx) -> list[Candidate]:
     ppn, nodes, lk, p, s = cx.ppn, cx.nodes, cx.links, cx.p, cx.steps
     eff = p.nvls_efficiency or C.NVLS_EFFICIENCY.get(cx.gen, C.NVLS_EFFICIENCY["hopper"])
-    algbw = lk.nvlink_gb_per_s * eff * ppn / (ppn + 1)
+    heads = min(ppn, NVLS_MAX_ARITY)
+    algbw = min(lk.nvlink_gb_per_s * eff * heads / (heads + 1), p.nvls_fanin_gb_per_s / ppn)
     tuner_intra = cx.hw(C.NVLINK, "nvls", "Simple")
     phys_intra = s.launch_us + 2 * s.nvls_phase_us
     if nodes == 1:
-        return [Candidate("nvls", "Simple", tuner_intra, phys_intra, algbw, math.inf, depth=2)]
+        ops = nvls_channels(cx.gen, nodes, cx.version) * heads
+        return [Candidate("nvls", "Simple", tuner_intra, phys_intra, algbw, math.inf, depth=2, nvls_ops=ops)]
     out = []
     if cx.sharp:  # NVLS across nodes reduces in the IB switches: S out and S in per node
         out.append(Candidate("nvls", "Simple", tuner_intra + cx.inter("nvls", "Simple"),
@@ -253,6 +269,7 @@ def _nvls(cx: Ctx) -> list[Candidate]:
     out.append(Candidate("nvlstree", "Simple", tuner_intra + 2 * lg * cx.inter("nvlstree", "Simple"),
                          phys_intra + 2 * lg * s.net("Simple"), algbw,
                          lk.ring_net_gb_per_s / tree_volume(nodes), phased=True, depth=2 + 2 * lg,
+                         nvls_ops=nvls_channels(cx.gen, nodes, cx.version) * heads,
                          tuner_intra_only=nodes <= 2))
     return out
 

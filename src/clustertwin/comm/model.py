@@ -29,8 +29,9 @@ import numpy as np
 
 from clustertwin.comm import constants as C
 from clustertwin.comm.algorithms import Candidate, Ctx, candidates, context
-from clustertwin.comm.hierarchical import chunks, compose, fill_s
+from clustertwin.comm.hierarchical import chain_fill_s, chunks, compose, fill_s, nvls_fill_s
 from clustertwin.comm.links import Links, links
+from clustertwin.comm.nccl_version import CURRENT_VERSION, parse_version
 from clustertwin.comm.p2p import p2p_channels
 from clustertwin.comm.params import DEFAULT_PARAMS, CommParams
 from clustertwin.comm.placement import Placement, explicit_placement
@@ -96,7 +97,8 @@ def collective(cluster: ClusterSpec, op: str, nbytes: float | np.ndarray, gpus: 
                params: CommParams | None = None, calibration: Calibration | None = None,
                placement: np.ndarray | Sequence[int] | None = None, gpus_per_process: int = 1,
                cuda_graph: bool = False, symmetric_memory: bool = False,
-               net_fraction: float | None = None, net_hops: int | None = None) -> CollectiveResult:
+               net_fraction: float | None = None, net_hops: int | None = None,
+               nccl_version: str | None = None, nvls: bool = True) -> CollectiveResult:
     """Time, algbw and busbw of collective ``op`` of ``nbytes`` (nccl-tests size S) over ``gpus`` GPUs.
 
     The group is placed contiguously, ``ranks_per_node`` ranks per node (default ``min(gpus,
@@ -107,6 +109,11 @@ def collective(cluster: ClusterSpec, op: str, nbytes: float | np.ndarray, gpus: 
     GPUs one process drives (nccl-tests ``-g``; launches are serial), ``cuda_graph`` whether the
     collective is launched from a CUDA graph (nccl-tests ``-G``), ``symmetric_memory`` whether the buffers
     are registered symmetric windows (nccl-tests ``-R 2``, NCCL >= 2.27). See the module docstring for the model.
+
+    The run's NCCL: ``nccl_version`` (``"2.26.2"``; default: the current release, 2.27 or later) decides
+    version-dependent rules (:func:`clustertwin.comm.nccl_version.parse_version`: before 2.27 LL128 is off
+    across nodes where the GPU reaches its NIC through the CPU, as on Grace superchips); ``nvls=False`` is
+    ``NCCL_NVLS_ENABLE=0`` (no NVLS or NVLSTree candidate).
 
     ``placement`` (global GPU indices, ``gpus`` distinct ones; see :mod:`.placement`) replaces the
     contiguous layout: nodes = distinct nodes touched, ranks per node = the busiest node's count, and the
@@ -138,6 +145,7 @@ def collective(cluster: ClusterSpec, op: str, nbytes: float | np.ndarray, gpus: 
     if int(gpus_per_process) < 1:
         raise SpecError(f"gpus_per_process must be >= 1 (got {gpus_per_process})")
     p = _params(params, calibration)
+    version = parse_version(nccl_version)
     scalar = np.ndim(nbytes) == 0
     size = np.asarray(nbytes, dtype=float).reshape(-1)
     if np.any(~np.isfinite(size)) or np.any(size < 0):
@@ -154,7 +162,7 @@ def collective(cluster: ClusterSpec, op: str, nbytes: float | np.ndarray, gpus: 
         algo = "nvls"  # NCCL runs a forced NVLSTree inside one node as NVLS
     cx, all_cands = _prepared(cluster, op, gpus, ppn, p, pl, int(gpus_per_process), bool(cuda_graph),
                               bool(symmetric_memory), None if net_fraction is None else float(net_fraction),
-                              None if not net_hops else int(net_hops))
+                              None if not net_hops else int(net_hops), version, bool(nvls))
     cands = list(all_cands)
     if algo is not None:
         avail = sorted({c.algorithm for c in cands})
@@ -181,14 +189,17 @@ _PREPARED_CACHE_SIZE = 4096
 def _prepared(cluster: ClusterSpec, op: str, n: int, ppn: int, p: CommParams, pl: Placement | None,
               gpus_per_process: int = 1, cuda_graph: bool = False,
               symmetric: bool = False, net_fraction: float | None = None,
-              net_hops: int | None = None) -> tuple[Ctx, tuple[Candidate, ...]]:
+              net_hops: int | None = None, version: tuple[int, int, int] = CURRENT_VERSION,
+              nvls: bool = True) -> tuple[Ctx, tuple[Candidate, ...]]:
     """Context and candidates of one (cluster, op, group, params, placement, launch mode), cached by value
     (two equal cluster specs share an entry; ``pl`` None: contiguous)."""
-    key = (cluster, op, n, ppn, p, pl, gpus_per_process, cuda_graph, symmetric, net_fraction, net_hops)
+    key = (cluster, op, n, ppn, p, pl, gpus_per_process, cuda_graph, symmetric, net_fraction, net_hops, version,
+           nvls)
     hit = _prepared_cache.get(key)
     if hit is not None:
         return hit
-    cx = context(cluster, op, n, ppn, p, pl, gpus_per_process, cuda_graph, symmetric, net_fraction, net_hops)
+    cx = context(cluster, op, n, ppn, p, pl, gpus_per_process, cuda_graph, symmetric, net_fraction, net_hops,
+                 version, nvls)
     entry = (cx, tuple(candidates(cx)))
     if len(_prepared_cache) >= _PREPARED_CACHE_SIZE:
         _prepared_cache.pop(next(iter(_prepared_cache)))
@@ -246,7 +257,16 @@ def evaluate(cx: Ctx, cands: Sequence[Candidate], size: np.ndarray) -> Collectiv
             transfer_all[i] = np.maximum(transfer_all[i], _bytes_over(size, ch_bw))
     depth = np.array([c.depth for c in cands], dtype=float)[:, None]
     scale = cx.p.blackwell_hop_scale if cx.gen == "blackwell" else 1.0
-    transfer_all = transfer_all + fill_s(size[None, :], depth, phys_bw[:, None], cx.p, scale)
+    generic = fill_s(size[None, :], depth, phys_bw[:, None], cx.p, scale)
+    chain_n = np.array([c.chain for c in cands], dtype=float)[:, None]
+    ops = np.array([c.nvls_ops for c in cands], dtype=float)[:, None]
+    chain = chain_fill_s(size[None, :], chain_n, cx.p)
+    tree = np.array([c.algorithm == "nvlstree" for c in cands])[:, None]
+    loop = nvls_fill_s(size[None, :], ops, depth, tree, phys_bw[:, None], cx.p, cx.nodes)
+    # trees: store-and-forward through their chain; NVLS/NVLSTree: the larger of the loop fill and the
+    # handshake fill; the rest (CollNet, NVLS across nodes): the handshake fill
+    fill = np.where(chain_n > 0, chain, np.where(ops > 0, np.maximum(loop, generic), generic))
+    transfer_all = transfer_all + fill
     time_all = lat_all + transfer_all
     tuner_t = tuner_s + size / (bw * 1e9)
     # NCCL's tuner picks the algorithm (with its mis-choices, e.g. the network-bound ring on two nodes);

@@ -3,6 +3,7 @@
 Reader (:func:`parse_log`): the header (``nThread``, ``nGpus`` = GPUs per thread, ``graph: 1`` for CUDA
 graph launches), the ``#  Rank ... on HOST device ...`` lines (ranks and distinct hosts), the collective
 (``Collective test starting: all_reduce_perf``, a ``*_perf`` command line, or the file name), and every
+NCCL release (``nccl-library=`` or ``NCCL version``), and every
 data row: ``size count type [redop] [root]`` then the out-of-place ``time algbw busbw #wrong`` and, when
 printed, the in-place block (a block of ``N/A`` is one the tool did not run: ``node bench`` prints its
 all_reduce, which torch runs in place, that way). A line that starts with a number but does not parse is counted as
@@ -37,6 +38,8 @@ from clustertwin.specs.calibration import Calibration
 from clustertwin.specs.cluster import ClusterSpec
 
 _OP_RE = re.compile(r"\b(all_reduce|all_gather|reduce_scatter|alltoall|all_to_all|broadcast|reduce|sendrecv)_perf")
+_VERSION_RE = re.compile(r"NCCL version\s+(\d+\.\d+\.\d+)")
+_LIBRARY_RE = re.compile(r"nccl-library=(\d+)")
 _RANK_RE = re.compile(r"#\s*Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)")
 _NUM = re.compile(r"^-?\d+(\.\d+)?([eE][-+]?\d+)?$")
 _OP_NAMES = {"alltoall": "all_to_all", "sendrecv": "send_recv"}
@@ -86,6 +89,9 @@ class NcclTestsLog:
     rows: list[Row] = field(default_factory=list)
     malformed: list[str] = field(default_factory=list)
     """Data-looking lines that did not parse (kept verbatim, counted in reports)."""
+    nccl_version: str | None = None
+    """The NCCL release the run used, from ``# nccl-tests version ... nccl-library=22602`` (nccl-tests >= 2.13)
+    or an ``NCCL version 2.26.2+cuda12.8`` line (NCCL_DEBUG=INFO); None when the log does not say."""
 
     @property
     def wrong_rows(self) -> int:
@@ -133,10 +139,13 @@ def parse_log(text: str, name: str = "<log>", op: str | None = None) -> NcclTest
     ranks: dict[int, str] = {}
     rows: list[Row] = []
     malformed: list[str] = []
+    version: str | None = None
     for raw in text.splitlines():
         line = raw.strip()
         if not line:
             continue
+        if version is None:
+            version = _version(line)
         if detected is None:
             m = _OP_RE.search(line)
             if m:
@@ -174,7 +183,20 @@ def parse_log(text: str, name: str = "<log>", op: str | None = None) -> NcclTest
     n_ranks = len(ranks) if ranks else n_thread * n_gpus
     hosts = len(set(ranks.values())) if ranks else 1
     del n_thread
-    return NcclTestsLog(name, detected, n_ranks, hosts, n_gpus, graph, rows, malformed)
+    return NcclTestsLog(name, detected, n_ranks, hosts, n_gpus, graph, rows, malformed, version)
+
+
+def _version(line: str) -> str | None:
+    """The NCCL release a header line names: ``nccl-library=22602`` (NCCL_VERSION_CODE, major x 10000 +
+    minor x 100 + patch) or ``NCCL version 2.26.2``."""
+    m = _VERSION_RE.search(line)
+    if m:
+        return m.group(1)
+    m = _LIBRARY_RE.search(line)
+    if m:
+        code = int(m.group(1))
+        return f"{code // 10000}.{code // 100 % 100}.{code % 100}"
+    return None
 
 
 def read_logs(paths: list[str | Path]) -> list[NcclTestsLog]:
@@ -192,8 +214,10 @@ def read_logs(paths: list[str | Path]) -> list[NcclTestsLog]:
 
 def format_log(op: str, sizes: np.ndarray, out_of_place_us: np.ndarray, in_place_us: np.ndarray | None,
                ranks: int, hosts: int = 1, gpus_per_process: int = 1, cuda_graph: bool = False,
-               dtype: str = "float", dtype_bytes: int = 4, device: str = "GPU") -> str:
-    """An nccl-tests style log (header, rank lines, both blocks, summary) from times per size."""
+               dtype: str = "float", dtype_bytes: int = 4, device: str = "GPU",
+               nccl_version: str | None = None) -> str:
+    """An nccl-tests style log (header, rank lines, both blocks, summary) from times per size; with
+    ``nccl_version`` a ``# NCCL version X`` line names the release the times are for."""
     from clustertwin.comm.result import busbw_factor
 
     factor = busbw_factor(op, ranks)
@@ -204,6 +228,8 @@ def format_log(op: str, sizes: np.ndarray, out_of_place_us: np.ndarray, in_place
              f"# nThread 1 nGpus {gpus_per_process} minBytes {int(sizes[0])} maxBytes {int(sizes[-1])} step: "
              f"2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: {int(cuda_graph)}", "#",
              "# Using devices"]
+    if nccl_version is not None:
+        lines.insert(1, f"# NCCL version {nccl_version}")
     for r in range(ranks):
         lines.append(f"#  Rank {r:>2} Group  0 Pid {1000 + r // gpus_per_process:>6} on node{r // per_host:03d} "
                      f"device {r % per_host:>2} [0x00] {device}")
@@ -282,7 +308,8 @@ def _residuals(cluster: ClusterSpec, samples: list, p: CommParams) -> np.ndarray
     for lg, sizes, times in samples:
         ppn = -(-lg.ranks // lg.hosts)
         pred = collective(cluster, lg.op, sizes, lg.ranks, ranks_per_node=ppn, params=p,
-                          gpus_per_process=lg.gpus_per_process, cuda_graph=lg.cuda_graph).time_s
+                          gpus_per_process=lg.gpus_per_process, cuda_graph=lg.cuda_graph,
+                          nccl_version=lg.nccl_version).time_s
         res.append(np.log(np.asarray(pred) * 1e6 / times))
     return np.concatenate(res)
 

@@ -128,9 +128,30 @@ class CommParams(BaseModel):
     streams, the first chunks cross this many stages, adding ``fill_stages x min(S, chunk_bytes x
     channels) / algbw``. Fitted on validation/collective_tables.yaml; a per-depth fill (stages = the
     pipeline's depth, chunk shrunk for deep pipelines) fitted worse there (median 11% vs 9%)."""
+    tree_stage_gb_per_s: Positive = 25.0
+    """Rate of one store-and-forward stage of a Simple tree per channel, GB/s: one CTA forwarding a 512 KiB
+    step to the next rank of the chain (NVLink) or tree (network). The first step crosses all ``D = 2 (ppn
+    - 1 + log2 nodes)`` stages before the tree streams (:func:`clustertwin.comm.hierarchical.chain_fill_s`),
+    which is the size-independent ~4 ms of a 20-rack NVL72 tree (72-GPU chains). Fitted on
+    validation/collective_tables.yaml (20-30 GB/s fit equally; NCCL's per-channel tree busBw caps are
+    24-42 GB/s on Blackwell)."""
     nvls_fill_stages: NonNeg = 1.23
     """The same fill for a two-stage pipeline (single-node NVLS: reduce, then multicast), x
     ``blackwell_hop_scale`` on NVLink 5 (fitted: Hopper ~1.2 stages, Blackwell ~3.3)."""
+    nvls_chunk_bytes: Positive = 131072.0
+    """NVLS chunk per (channel, head) before NCCL shrinks it for smaller messages (NCCL_NVLS_CHUNKSIZE,
+    default 128 KiB)."""
+    nvls_fill_loops: NonNeg = 2.0
+    """Loops (``channels x heads x chunk`` bytes each) that fill NVLS's three-stage pipeline of scatter,
+    switch reduce + multicast and gather before it streams: 2 for three stages; NVLSTree's deeper pipeline
+    pays ``depth / 2`` times as many (:func:`clustertwin.comm.hierarchical.nvls_fill_s`). The fill is
+    at least the handshake fill of ``nvls_fill_stages`` / ``fill_stages``."""
+    nvls_fanin_gb_per_s: Positive = 31500.0
+    """NVLink-SHARP reduction ceiling of an NVLS group: every output byte reads one input from each of the
+    ``ppn`` members, so the switches' reduce input rate caps algbw at ``nvls_fanin_gb_per_s / ppn`` (438
+    GB/s on a 72-GPU rack; 3,900 GB/s on 8 GPUs, where the links bind first). Fitted on the one
+    full-rack NVL72 table (CoreWeave, NCCL 2.25.1, 438 GB/s algbw asymptote); NVIDIA publishes no SHARP
+    reduction rate for the NVLink Switch."""
     p2p_channel_link_fraction: Fraction = 0.665
     """Bandwidth one p2p channel (one CTA copying through NVLink) moves, as a fraction of one NVLink link's
     NCCL bandwidth (``constants.NVLINK_LINK_GB_PER_S``: 20 GB/s on A100 -> 13.3 GB/s per channel). NCCL

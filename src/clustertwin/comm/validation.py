@@ -20,7 +20,7 @@ from clustertwin.units import parse_size
 
 CASE_KEYS = frozenset({"id", "kind", "source", "notes", "measured", "node", "nodes", "gpus", "op", "bytes",
                        "algorithm", "protocol", "ranks_per_node", "network", "cluster", "calibration",
-                       "gpus_per_process", "cuda_graph", "symmetric_memory"})
+                       "gpus_per_process", "cuda_graph", "symmetric_memory", "nccl_version", "nvls"})
 
 
 def _cluster(case: dict[str, Any]) -> specs.ClusterSpec:
@@ -44,6 +44,13 @@ def _cluster(case: dict[str, Any]) -> specs.ClusterSpec:
     return specs.build(specs.ClusterSpec, data)
 
 
+def _flag(case: dict[str, Any], key: str, default: bool) -> bool:
+    value = case.get(key, default)
+    if not isinstance(value, bool):
+        raise SpecError(f"expected true or false (got {value!r})", path=(key,))
+    return value
+
+
 def evaluate(case: dict[str, Any]) -> dict[str, Any]:
     """Predict busbw, algbw and time of one measured collective case."""
     unknown = sorted(set(case) - CASE_KEYS)
@@ -61,7 +68,9 @@ def evaluate(case: dict[str, Any]) -> dict[str, Any]:
                      protocol=case.get("protocol"), calibration=calibration,
                      gpus_per_process=int(case.get("gpus_per_process", 1)),
                      cuda_graph=bool(case.get("cuda_graph", False)),
-                     symmetric_memory=bool(case.get("symmetric_memory", False)))
+                     symmetric_memory=bool(case.get("symmetric_memory", False)),
+                     nccl_version=None if case.get("nccl_version") is None else str(case["nccl_version"]),
+                     nvls=_flag(case, "nvls", True))
     return {
         "busbw_gb_per_s": round(float(res.busbw_gb_per_s), 3),
         "algbw_gb_per_s": round(float(res.algbw_gb_per_s), 3),
