@@ -178,7 +178,7 @@ def expert_all_to_all(cluster: Any, ep: int, tokens: float | np.ndarray, hidden:
     from clustertwin.comm.model import _params, _prepared, _resolve, evaluate
 
     n, ppn = _resolve(cluster, "all_to_all", ep, ranks_per_node)
-    cx, _ = _prepared(cluster, "all_to_all", n, ppn, _params(params, calibration), None)
+    cx, _, _ = _prepared(cluster, "all_to_all", n, ppn, _params(params, calibration), None)
     cands = {c.algorithm: c for c in deepep_candidates(cx, top_k, node_groups)}
     if kernel == "deepep_ll":
         routed = payload * top_k

@@ -13,11 +13,15 @@ For each (algorithm, protocol) candidate of :mod:`.algorithms` (all_to_all: :mod
 2. **Time, from the physics.** ``time = latency_us x 1e-6 + T_bw(S)`` with the physical latency of
    :mod:`.latency` (launch with or without CUDA graphs, per-hop NVLink/PCIe steps, NIC + switch + proxy
    per network step, NVLS phases) and ``T_bw = max(S / intra, S / inter, S / cap)`` for single-phase
-   patterns, or the chunked two-phase composition of :mod:`.hierarchical` for tree/NVLSTree/CollNet/DeepEP.
+   patterns, or the chunked two-phase composition of :mod:`.hierarchical` for tree/NVLSTree/CollNet/DeepEP,
+   plus the pipeline fill (tree chains, NVLS loops, handshakes; :mod:`.hierarchical`).
+3. **The run's NCCL.** ``nccl_version`` and ``nvls`` (NCCL_NVLS_ENABLE) switch the release-dependent rules
+   of :mod:`.nccl_version` and the NVLS candidates.
 
-One evaluation path serves scalar and array sizes (a scalar is an array of one). Prepared candidates are
-cached by value: by the cluster spec itself (frozen, hashable), op, group shape, parameters, placement and
-launch mode.
+One evaluation path (:mod:`.evaluate`) serves scalar and array sizes (a scalar is an array of one).
+Prepared candidates, and their column tables per forced algorithm / protocol, are cached by value: by the
+cluster spec itself (frozen, hashable), op, group shape, parameters, placement, launch mode and NCCL
+settings.
 """
 
 from __future__ import annotations
@@ -29,10 +33,9 @@ import numpy as np
 
 from clustertwin.comm import constants as C
 from clustertwin.comm.algorithms import Candidate, Ctx, candidates, context
-from clustertwin.comm.hierarchical import chain_fill_s, chunks, compose, fill_s, nvls_fill_s
+from clustertwin.comm.evaluate import ALGORITHMS, CandidateTable, evaluate
 from clustertwin.comm.links import Links, links
 from clustertwin.comm.nccl_version import CURRENT_VERSION, parse_version
-from clustertwin.comm.p2p import p2p_channels
 from clustertwin.comm.params import DEFAULT_PARAMS, CommParams
 from clustertwin.comm.placement import Placement, explicit_placement
 from clustertwin.comm.result import CollectiveResult, busbw_factor
@@ -43,11 +46,6 @@ from clustertwin.specs.cluster import ClusterSpec
 OPS: tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce",
                         "send_recv")
 """Collectives, named as nccl-tests' ``*_perf`` binaries."""
-ALGORITHMS: tuple[str, ...] = ("ring", "tree", "nvls", "nvlstree", "collnet", "pat", "direct", "deepep",
-                               "deepep_ll", "symmetric")
-"""NCCL algorithms (``direct``: the point-to-point pattern of all_to_all and send_recv; ``deepep`` and
-``deepep_ll``: DeepEP's normal and low-latency all_to_all kernels; ``symmetric``: NCCL's symmetric-memory
-all-reduce, offered with ``symmetric_memory=True``)."""
 PROTOCOLS: tuple[str, ...] = C.PROTOCOLS
 
 __all__ = ["ALGORITHMS", "OPS", "PROTOCOLS", "Candidate", "CollectiveResult", "Links", "busbw_factor",
@@ -160,9 +158,20 @@ def collective(cluster: ClusterSpec, op: str, nbytes: float | np.ndarray, gpus: 
         return _scalarise(res) if scalar else res
     if algo == "nvlstree" and nodes == 1:
         algo = "nvls"  # NCCL runs a forced NVLSTree inside one node as NVLS
-    cx, all_cands = _prepared(cluster, op, gpus, ppn, p, pl, int(gpus_per_process), bool(cuda_graph),
-                              bool(symmetric_memory), None if net_fraction is None else float(net_fraction),
-                              None if not net_hops else int(net_hops), version, bool(nvls))
+    cx, all_cands, tables = _prepared(cluster, op, gpus, ppn, p, pl, int(gpus_per_process), bool(cuda_graph),
+                                      bool(symmetric_memory), None if net_fraction is None else float(net_fraction),
+                                      None if not net_hops else int(net_hops), version, bool(nvls))
+    table = tables.get((algo, proto))
+    if table is None:
+        table = tables[(algo, proto)] = CandidateTable.build(cx, _select(all_cands, algo, proto, op, gpus,
+                                                                         nodes, ppn))
+    res = evaluate(cx, table, size)
+    return _scalarise(res) if scalar else res
+
+
+def _select(all_cands: tuple[Candidate, ...], algo: str | None, proto: str | None, op: str, gpus: int, nodes: int,
+            ppn: int) -> list[Candidate]:
+    """The candidates a forced algorithm / protocol leaves (default: those on by default)."""
     cands = list(all_cands)
     if algo is not None:
         avail = sorted({c.algorithm for c in cands})
@@ -178,11 +187,12 @@ def collective(cluster: ClusterSpec, op: str, nbytes: float | np.ndarray, gpus: 
         if not cands:
             raise SpecError(f"protocol '{proto}' is not available for {op}"
                             f"{' with ' + algo if algo else ''} here (available: {', '.join(avail)})")
-    res = evaluate(cx, cands, size)
-    return _scalarise(res) if scalar else res
+    return cands
 
 
-_prepared_cache: dict[tuple, tuple[Ctx, tuple[Candidate, ...]]] = {}
+Prepared = tuple[Ctx, tuple[Candidate, ...], dict[tuple[str | None, str | None], CandidateTable]]
+"""A group's context, its candidates, and their tables per (forced algorithm, forced protocol)."""
+_prepared_cache: dict[tuple, Prepared] = {}
 _PREPARED_CACHE_SIZE = 4096
 
 
@@ -190,9 +200,9 @@ def _prepared(cluster: ClusterSpec, op: str, n: int, ppn: int, p: CommParams, pl
               gpus_per_process: int = 1, cuda_graph: bool = False,
               symmetric: bool = False, net_fraction: float | None = None,
               net_hops: int | None = None, version: tuple[int, int, int] = CURRENT_VERSION,
-              nvls: bool = True) -> tuple[Ctx, tuple[Candidate, ...]]:
-    """Context and candidates of one (cluster, op, group, params, placement, launch mode), cached by value
-    (two equal cluster specs share an entry; ``pl`` None: contiguous)."""
+              nvls: bool = True) -> Prepared:
+    """Context and candidates of one (cluster, op, group, params, placement, launch mode, NCCL settings),
+    cached by value (two equal cluster specs share an entry; ``pl`` None: contiguous)."""
     key = (cluster, op, n, ppn, p, pl, gpus_per_process, cuda_graph, symmetric, net_fraction, net_hops, version,
            nvls)
     hit = _prepared_cache.get(key)
@@ -200,105 +210,11 @@ def _prepared(cluster: ClusterSpec, op: str, n: int, ppn: int, p: CommParams, pl
         return hit
     cx = context(cluster, op, n, ppn, p, pl, gpus_per_process, cuda_graph, symmetric, net_fraction, net_hops,
                  version, nvls)
-    entry = (cx, tuple(candidates(cx)))
+    entry: Prepared = (cx, tuple(candidates(cx)), {})
     if len(_prepared_cache) >= _PREPARED_CACHE_SIZE:
         _prepared_cache.pop(next(iter(_prepared_cache)))
     _prepared_cache[key] = entry
     return entry
-
-
-def tree_correction(nbytes: np.ndarray, proto: str) -> np.ndarray:
-    """NCCL's medium-size tree bandwidth factor per size (tuner only): entry floor(log2(S / 64))."""
-    table = np.asarray(C.TREE_CORRECTION[proto])
-    units = np.maximum(nbytes, 1.0) / C.TREE_CORRECTION_UNIT_BYTES
-    k = np.floor(np.log2(np.maximum(units, 1.0))).astype(np.int64)
-    return np.where(k < len(table), table[np.clip(k, 0, len(table) - 1)], 1.0)
-
-
-def _bottleneck(cx: Ctx, c: Candidate) -> str:
-    if c.cap_algbw < min(c.intra_algbw, c.inter_algbw):
-        return "protocol"
-    if c.inter_algbw < c.intra_algbw:
-        return "network"
-    return "pcie" if cx.links.intra_hop == C.PCI else "nvlink"
-
-
-def _bytes_over(size: np.ndarray, bw: np.ndarray) -> np.ndarray:
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(np.isfinite(bw), size / (bw * 1e9), 0.0)
-
-
-def evaluate(cx: Ctx, cands: Sequence[Candidate], size: np.ndarray) -> CollectiveResult:
-    """Choose per size with NCCL's tuner, time the choice with the physical model (arrays in, arrays out)."""
-    intra = np.array([c.intra_algbw for c in cands])
-    inter = np.array([c.inter_algbw for c in cands])
-    cap = np.array([c.cap_algbw for c in cands])
-    phys_bw = np.minimum(np.minimum(intra, inter), cap)
-    tuner_bw = np.where([c.tuner_intra_only for c in cands], np.minimum(intra, cap), phys_bw)
-    plateau = np.array([c.plateau for c in cands])[:, None] & \
-        (size >= C.PLATEAU_MIN_BYTES_PER_CHANNEL_RANK * cx.p.channels * cx.n)[None, :]
-    tuner_s = np.array([c.tuner_us for c in cands])[:, None] * 1e-6 * np.where(plateau, cx.p.ring_plateau_factor, 1.0)
-    bw = np.broadcast_to(tuner_bw[:, None], tuner_s.shape).copy()
-    for i, c in enumerate(cands):
-        if c.tree_correction:
-            bw[i] *= tree_correction(size, c.protocol)
-    # physical time of every candidate (candidates x sizes)
-    lat_all = np.array([c.latency_us for c in cands])[:, None] * 1e-6
-    intra_all = _bytes_over(size[None, :], intra[:, None])
-    inter_all = _bytes_over(size[None, :], inter[:, None])
-    k = chunks(size, cx.p.chunk_bytes, cx.p.channels)[None, :]
-    phased = np.array([c.phased for c in cands])[:, None]
-    link_all = np.where(phased, compose(intra_all, inter_all, k), np.maximum(intra_all, inter_all))
-    transfer_all = np.maximum(link_all, _bytes_over(size[None, :], cap[:, None]))
-    for i, c in enumerate(cands):
-        if c.p2p is not None:  # send/recv: NCCL's channels for this size x the bandwidth of one channel
-            lo, hi, step, per_channel = c.p2p
-            ch_bw = p2p_channels(size, lo, hi, step, cx.nodes > 1) * per_channel
-            transfer_all[i] = np.maximum(transfer_all[i], _bytes_over(size, ch_bw))
-    depth = np.array([c.depth for c in cands], dtype=float)[:, None]
-    scale = cx.p.blackwell_hop_scale if cx.gen == "blackwell" else 1.0
-    generic = fill_s(size[None, :], depth, phys_bw[:, None], cx.p, scale)
-    chain_n = np.array([c.chain for c in cands], dtype=float)[:, None]
-    ops = np.array([c.nvls_ops for c in cands], dtype=float)[:, None]
-    chain = chain_fill_s(size[None, :], chain_n, cx.p)
-    tree = np.array([c.algorithm == "nvlstree" for c in cands])[:, None]
-    loop = nvls_fill_s(size[None, :], ops, depth, tree, phys_bw[:, None], cx.p, cx.nodes)
-    # trees: store-and-forward through their chain; NVLS/NVLSTree: the larger of the loop fill and the
-    # handshake fill; the rest (CollNet, NVLS across nodes): the handshake fill
-    fill = np.where(chain_n > 0, chain, np.where(ops > 0, np.maximum(loop, generic), generic))
-    transfer_all = transfer_all + fill
-    time_all = lat_all + transfer_all
-    tuner_t = tuner_s + size / (bw * 1e9)
-    # NCCL's tuner picks the algorithm (with its mis-choices, e.g. the network-bound ring on two nodes);
-    # of that algorithm's protocols the physically fastest runs, so time is continuous in size within it
-    algo_ids = np.array([ALGORITHMS.index(c.algorithm) for c in cands])
-    picked = algo_ids[np.argmin(tuner_t, axis=0)]
-    best = np.argmin(np.where(algo_ids[:, None] == picked[None, :], time_all, np.inf), axis=0)
-    cols = np.arange(size.shape[0])
-    chosen = [cands[i] for i in best.tolist()]
-    latency_s = np.broadcast_to(lat_all, time_all.shape)[best, cols]
-    intra_s = intra_all[best, cols]
-    inter_s = inter_all[best, cols]
-    transfer_s = transfer_all[best, cols]
-    time_s = time_all[best, cols]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        algbw = np.where(time_s > 0, size / time_s / 1e9, 0.0)
-    std = busbw_factor(cx.op, cx.n)
-    factor = np.array([std if c.report_factor is None else c.report_factor for c in cands])[best]
-    lk = cx.links
-    breakdown: dict[str, Any] = {
-        "latency_s": latency_s, "transfer_s": transfer_s, "intra_s": intra_s, "inter_s": inter_s,
-        "bottleneck": np.where(latency_s >= transfer_s, "latency",
-                               np.array([_bottleneck(cx, c) for c in cands])[best]),
-        "intra_gb_per_s": lk.intra_ring_gb_per_s if cx.ppn > 1 else 0.0,
-        "net_gb_per_s": lk.ring_net_gb_per_s if cx.nodes > 1 else 0.0,
-        "nic_gb_per_s": lk.nic_gb_per_s,
-        "leaves": float(cx.span.leaves),
-        "ring_bw_fraction": float(cx.span.ring_bw_fraction),
-    }
-    return CollectiveResult(cx.op, cx.n, size, time_s, algbw, algbw * factor,
-                            np.array([c.algorithm for c in chosen]), np.array([c.protocol for c in chosen]),
-                            cx.nodes, cx.ppn, breakdown, cx.placement)
 
 
 def _scalar(v: Any) -> Any:
