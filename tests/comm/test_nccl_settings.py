@@ -96,6 +96,10 @@ def test_twenty_rack_tree_pays_its_chain_fill(make_cluster):
     assert list(res.algorithm) == ["tree", "tree"] and list(res.protocol) == ["Simple", "Simple"]
     measured_us = np.array([7108.4, 14980.0])
     assert np.all(np.abs(res.time_s * 1e6 / measured_us - 1) < 0.10)
+    fill = res.breakdown["fill_s"]
+    assert fill[0] == pytest.approx(149 * 512 * KIB / (P.tree_stage_gb_per_s * 1e9))
+    # at 512 MiB the fill is most of the time; at 2 GiB the per-channel tree cap binds
+    assert list(res.breakdown["bottleneck"]) == ["fill", "protocol"]
 
 
 def test_log_names_its_nccl_release():
@@ -113,6 +117,7 @@ def test_comm_cli_takes_the_release_and_nvls(cli):
     args = ("comm", "all_reduce", "--cluster", "gb200-nvl72-576", "--gpus", "144", "-b", "512M", "-e", "512M",
             "--json")
     on = json.loads(cli(*args).stdout)["rows"][0]
+    assert on["fill_us"] > 0 and on["latency_us"] > 0 and on["time_us"] > on["fill_us"] + on["latency_us"]
     off = cli(*args, "--no-nvls", "--nccl-version", "2.26.2")
     assert off.code == 0, off.stderr
     assert on["algorithm"] == "nvlstree" and json.loads(off.stdout)["rows"][0]["algorithm"] in ("ring", "tree")

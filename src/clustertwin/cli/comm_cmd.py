@@ -113,12 +113,14 @@ def comm_command(
               end="")
         return
     if json_out:
+        lat_us = np.asarray(res.breakdown["latency_s"]) * 1e6
+        fill_us = np.asarray(res.breakdown["fill_s"]) * 1e6
         rows = [{"size_bytes": int(s), "count": int(s) // FLOAT_BYTES, "type": "float", "time_us": float(t),
                  "algbw_gb_per_s": float(a), "busbw_gb_per_s": float(b), "algorithm": str(al),
-                 "protocol": str(pr), "bottleneck": str(bn)}
-                for s, t, a, b, al, pr, bn in zip(sizes, time_us, res.algbw_gb_per_s, res.busbw_gb_per_s,
-                                                  res.algorithm, res.protocol, res.breakdown["bottleneck"],
-                                                  strict=True)]
+                 "protocol": str(pr), "bottleneck": str(bn), "latency_us": float(lu), "fill_us": float(fu)}
+                for s, t, a, b, al, pr, bn, lu, fu in zip(sizes, time_us, res.algbw_gb_per_s, res.busbw_gb_per_s,
+                                                          res.algorithm, res.protocol, res.breakdown["bottleneck"],
+                                                          lat_us, fill_us, strict=True)]
         print_json({"op": res.op, "cluster": spec.name or spec.id or str(cluster), "gpus": res.gpus,
                     "nodes": res.nodes, "ranks_per_node": res.ranks_per_node, "placement": summary,
                     "rows": rows})

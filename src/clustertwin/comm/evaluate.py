@@ -8,6 +8,9 @@ broadcasts them against the sizes:
 * physical time ``latency + max(link phases (chunked when phased), S / cap, p2p channels) + fill``, the fill
   from :mod:`.hierarchical` (tree chain, NVLS loops, handshake fill); of the tuner's algorithm the
   physically fastest protocol runs.
+
+The breakdown names what bounds each size: ``latency`` (latency >= transfer), ``fill`` (the pipeline fill
+exceeds the rest of the transfer), else the slowest link (``nvlink``/``pcie``, ``network``) or ``protocol``.
 """
 
 from __future__ import annotations
@@ -137,7 +140,8 @@ def evaluate(cx: Ctx, table: CandidateTable | Sequence[Candidate], size: np.ndar
     for i, (lo, hi, step, per_channel) in t.p2p:  # send/recv: NCCL's channels for this size x one channel's rate
         ch_bw = p2p_channels(size, lo, hi, step, cx.nodes > 1) * per_channel
         transfer_all[i] = np.maximum(transfer_all[i], _bytes_over(size, ch_bw))
-    transfer_all = transfer_all + _fill(cx, t, size)
+    fill_all = _fill(cx, t, size)
+    transfer_all = transfer_all + fill_all
     time_all = t.latency_s + transfer_all
     tuner_t = tuner_s + size / (bw * 1e9)
     # NCCL's tuner picks the algorithm (with its mis-choices, e.g. the network-bound ring on two nodes);
@@ -147,14 +151,16 @@ def evaluate(cx: Ctx, table: CandidateTable | Sequence[Candidate], size: np.ndar
     cols = np.arange(size.shape[0])
     latency_s = np.broadcast_to(t.latency_s, time_all.shape)[best, cols]
     transfer_s = transfer_all[best, cols]
+    fill_s_ = fill_all[best, cols]
     time_s = time_all[best, cols]
     with np.errstate(divide="ignore", invalid="ignore"):
         algbw = np.where(time_s > 0, size / time_s / 1e9, 0.0)
     lk = cx.links
     breakdown: dict[str, Any] = {
-        "latency_s": latency_s, "transfer_s": transfer_s, "intra_s": intra_all[best, cols],
+        "latency_s": latency_s, "transfer_s": transfer_s, "fill_s": fill_s_, "intra_s": intra_all[best, cols],
         "inter_s": inter_all[best, cols],
-        "bottleneck": np.where(latency_s >= transfer_s, "latency", t.bottleneck[best]),
+        "bottleneck": np.where(latency_s >= transfer_s, "latency",
+                               np.where(fill_s_ > transfer_s - fill_s_, "fill", t.bottleneck[best])),
         "intra_gb_per_s": lk.intra_ring_gb_per_s if cx.ppn > 1 else 0.0,
         "net_gb_per_s": lk.ring_net_gb_per_s if cx.nodes > 1 else 0.0,
         "nic_gb_per_s": lk.nic_gb_per_s,

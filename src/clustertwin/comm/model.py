@@ -154,7 +154,8 @@ def collective(cluster: ClusterSpec, op: str, nbytes: float | np.ndarray, gpus: 
         zeros = np.zeros_like(size)
         none = np.full(size.shape, "none")
         res = CollectiveResult(op, 1, size, zeros, np.full(size.shape, np.inf), zeros.copy(), none, none.copy(),
-                               1, 1, {"latency_s": zeros, "transfer_s": zeros, "bottleneck": none.copy()}, pl)
+                               1, 1, {"latency_s": zeros, "transfer_s": zeros, "fill_s": zeros.copy(),
+                                                "bottleneck": none.copy()}, pl)
         return _scalarise(res) if scalar else res
     if algo == "nvlstree" and nodes == 1:
         algo = "nvls"  # NCCL runs a forced NVLSTree inside one node as NVLS
