@@ -5,13 +5,13 @@ under 3 s of CPU; wall and CPU time printed."""
 from __future__ import annotations
 
 import time
-
-from tests.conftest import VALIDATION
+from pathlib import Path
 
 from clustertwin import validate
 from clustertwin.hpc import HPLSpec
 from clustertwin.hpc.compare import compare
 
+VALIDATION = Path(__file__).resolve().parents[1] / "validation"
 VALIDATE_TARGET_CPU_S = 2.0
 COMPARE_TARGET_CPU_S = 3.0
 
