@@ -10,7 +10,7 @@ import yaml
 from tests.conftest import FIXTURES
 
 from clustertwin.comm import CommParams, collective
-from clustertwin.comm.nccl_tests import fit, format_log, parse_log
+from clustertwin.comm.nccl_tests import fit, format_log, parse_log, ranks_per_node
 
 GCP_LOG = FIXTURES / "nccl_tests" / "gcp_a3mega_2node_all_reduce_perf.log"
 SIZES = 2.0 ** np.arange(3, 34, 1)  # 8 B .. 8 GiB
@@ -120,3 +120,41 @@ def test_calibrating_on_the_published_log_lowers_its_error():
     assert "nvlink_efficiency" not in res.params and "network_efficiency" in res.params
     assert res.blocks_used == 62
     assert res.median_abs_error_after < 0.5 * res.median_abs_error_before
+
+
+def test_round_trip_on_an_nvl72_rack_fits_the_nvls_fanin(make_cluster):
+    """A whole-rack log (72 ranks, 18 trays counted as hosts, as nccl-tests prints them) pins the NVLS fan-in
+    ceiling; the trays map onto the one 72-GPU NVLink domain (ranks_per_node)."""
+    rack = make_cluster("gb200-nvl72", 1)
+    truth = CommParams(nvls_fanin_gb_per_s=25000.0)
+    sizes = 2.0 ** np.arange(20, 34)
+    t = np.asarray(collective(rack, "all_reduce", sizes, 72, params=truth).time_s) * 1e6
+    log = parse_log(format_log("all_reduce", sizes, t, t, 72, hosts=18), "all_reduce_perf.log")
+    assert log.hosts == 18 and ranks_per_node(rack, log) == 72
+    res = fit(rack, [log])
+    assert "nvls_fanin_gb_per_s" in res.params
+    assert res.params["nvls_fanin_gb_per_s"] == pytest.approx(25000.0, rel=0.05)
+    assert res.median_abs_error_after < 0.02
+
+
+def test_ranks_per_node_of_ordinary_hosts_is_ranks_over_hosts(ref_cluster):
+    log = parse_log(format_log("all_reduce", np.array([1024.0]), np.array([10.0]), None, 16, hosts=4))
+    assert ranks_per_node(ref_cluster, log) == 4
+
+
+def test_round_trip_across_nvl72_racks_fits_the_tree_stage_rate(make_cluster):
+    """Two racks with NVLS off (the log says so, as NCCL_DEBUG=INFO prints it): the tree's 144-stage chain
+    fill pins ``tree_stage_gb_per_s``."""
+    racks = make_cluster("gb200-nvl72", 2)
+    truth = CommParams(tree_stage_gb_per_s=15.0)
+    sizes = 2.0 ** np.arange(20, 35)
+    t = np.asarray(collective(racks, "all_reduce", sizes, 144, params=truth, nvls=False,
+                              nccl_version="2.26.2").time_s) * 1e6
+    text = ("host:1:1 [0] NCCL INFO NCCL version 2.26.2+cuda12.8\n"
+            "host:1:1 [0] NCCL INFO NCCL_NVLS_ENABLE set by environment to 0.\n"
+            + format_log("all_reduce", sizes, t, t, 144, hosts=36))
+    log = parse_log(text, "all_reduce_perf.log")
+    assert not log.nvls and log.nccl_version == "2.26.2" and ranks_per_node(racks, log) == 72
+    res = fit(racks, [log])
+    assert res.params["tree_stage_gb_per_s"] == pytest.approx(15.0, rel=0.05)
+    assert res.median_abs_error_after < 0.02

@@ -165,7 +165,7 @@ def calibrate_command(
     summary = {"output": str(output), "logs": [{"file": lg.name, "op": lg.op, "ranks": lg.ranks, "hosts": lg.hosts,
                                                  "rows": len(lg.rows), "blocks": lg.blocks,
                                                  "rows_wrong": lg.wrong_rows, "malformed": len(lg.malformed),
-                                                 "cuda_graph": lg.cuda_graph, "nccl_version": lg.nccl_version,
+                                                 "cuda_graph": lg.cuda_graph, "nccl_version": lg.nccl_version, "nvls": lg.nvls,
                                                  "gpus_per_process": lg.gpus_per_process} for lg in parsed],
                "comm": res.params, "timings_used": res.blocks_used,
                "median_abs_time_error_before": res.median_abs_error_before,

@@ -18,7 +18,8 @@ bandwidth efficiency of the links the logs exercise (``nvlink_efficiency`` / ``m
 ``pcie_efficiency``; ``network_efficiency`` across nodes) and the latency terms (``launch_us`` or
 ``graph_launch_us``, the scale-up step ``nvlink_hop_us_ll`` / ``pcie_hop_us_ll``, and across nodes
 ``proxy_step_us_ll`` and ``proxy_step_us_simple``, the per-network-step costs of the two protocol
-families). The scale-up efficiency is fitted only from single-host logs, where that link limits.
+families). The scale-up efficiency is fitted only from single-host logs, where that link limits; logs of a
+whole NVL72-class domain add ``nvls_fanin_gb_per_s`` and, across such domains, ``tree_stage_gb_per_s``.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from clustertwin.comm.algorithms import NVLS_MAX_ARITY
 from clustertwin.comm.links import MESH_KINDS
 from clustertwin.comm.model import OPS, collective
 from clustertwin.comm.params import DEFAULT_PARAMS, CommParams
@@ -40,6 +42,7 @@ from clustertwin.specs.cluster import ClusterSpec
 _OP_RE = re.compile(r"\b(all_reduce|all_gather|reduce_scatter|alltoall|all_to_all|broadcast|reduce|sendrecv)_perf")
 _VERSION_RE = re.compile(r"NCCL version\s+(\d+\.\d+\.\d+)")
 _LIBRARY_RE = re.compile(r"nccl-library=(\d+)")
+_NVLS_ENV_RE = re.compile(r"NCCL_NVLS_ENABLE set by environment to (\d+)")
 _RANK_RE = re.compile(r"#\s*Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)")
 _NUM = re.compile(r"^-?\d+(\.\d+)?([eE][-+]?\d+)?$")
 _OP_NAMES = {"alltoall": "all_to_all", "sendrecv": "send_recv"}
@@ -49,7 +52,8 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "network_efficiency": (0.2, 1.06), "launch_us": (0.2, 50.0), "graph_launch_us": (0.05, 20.0),
     "nvlink_hop_us_ll": (0.05, 10.0), "pcie_hop_us_ll": (0.1, 20.0), "proxy_step_us_ll": (0.05, 50.0),
     "nvlink_hop_us_simple": (0.1, 20.0), "nic_latency_us": (0.05, 20.0),
-    "proxy_step_us_simple": (0.5, 2000.0),
+    "proxy_step_us_simple": (0.5, 2000.0), "nvls_fanin_gb_per_s": (2000.0, 200000.0),
+    "tree_stage_gb_per_s": (2.0, 200.0),
 }
 """Physical bounds of the fitted parameters."""
 
@@ -89,6 +93,8 @@ class NcclTestsLog:
     rows: list[Row] = field(default_factory=list)
     malformed: list[str] = field(default_factory=list)
     """Data-looking lines that did not parse (kept verbatim, counted in reports)."""
+    nvls: bool = True
+    """False when the log shows ``NCCL_NVLS_ENABLE set by environment to 0`` (NCCL_DEBUG=INFO)."""
     nccl_version: str | None = None
     """The NCCL release the run used, from ``# nccl-tests version ... nccl-library=22602`` (nccl-tests >= 2.13)
     or an ``NCCL version 2.26.2+cuda12.8`` line (NCCL_DEBUG=INFO); None when the log does not say."""
@@ -140,12 +146,16 @@ def parse_log(text: str, name: str = "<log>", op: str | None = None) -> NcclTest
     rows: list[Row] = []
     malformed: list[str] = []
     version: str | None = None
+    nvls = True
     for raw in text.splitlines():
         line = raw.strip()
         if not line:
             continue
         if version is None:
             version = _version(line)
+        env = _NVLS_ENV_RE.search(line)
+        if env:
+            nvls = int(env.group(1)) != 0
         if detected is None:
             m = _OP_RE.search(line)
             if m:
@@ -183,7 +193,7 @@ def parse_log(text: str, name: str = "<log>", op: str | None = None) -> NcclTest
     n_ranks = len(ranks) if ranks else n_thread * n_gpus
     hosts = len(set(ranks.values())) if ranks else 1
     del n_thread
-    return NcclTestsLog(name, detected, n_ranks, hosts, n_gpus, graph, rows, malformed, version)
+    return NcclTestsLog(name, detected, n_ranks, hosts, n_gpus, graph, rows, malformed, nvls, version)
 
 
 def _version(line: str) -> str | None:
@@ -269,12 +279,15 @@ def default_names(cluster: ClusterSpec, logs: list[NcclTestsLog]) -> list[str]:
     """The parameters a set of logs can pin down: the scale-up efficiency of the node's link kind (from
     single-host logs, where it is the limiting link), the network efficiency when a log spans hosts, the
     launch term of the launch mode used, the scale-up LL step, and the LL and Simple network-step
-    costs across hosts."""
+    costs across hosts. On an NVLink domain wider than NVLS's 32 heads (an NVL72 rack) a single-host log of
+    more than 32 ranks also pins the NVLS fan-in ceiling, and a multi-host log of more than 8 ranks per
+    host the store-and-forward rate of the tree's long chain."""
     kind = cluster.node.scale_up.kind
     eff = "nvlink_efficiency" if kind == "nvswitch" else "mesh_efficiency" if kind in MESH_KINDS \
         else "pcie_efficiency"
-    names = [eff] if any(lg.hosts == 1 for lg in logs) else []
-    multi = any(lg.hosts > 1 for lg in logs)
+    nodes = [_nodes(cluster, lg) for lg in logs]
+    names = [eff] if any(m == 1 for m in nodes) else []
+    multi = any(m > 1 for m in nodes)
     if multi:
         names.append("network_efficiency")
     if any(not lg.cuda_graph for lg in logs):
@@ -284,6 +297,11 @@ def default_names(cluster: ClusterSpec, logs: list[NcclTestsLog]) -> list[str]:
     names.append("pcie_hop_us_ll" if eff == "pcie_efficiency" else "nvlink_hop_us_ll")
     if multi:
         names += ["proxy_step_us_ll", "proxy_step_us_simple"]
+    wide = kind == "nvswitch" and cluster.node.gpu.nvls
+    if wide and any(m == 1 and lg.ranks > NVLS_MAX_ARITY for lg, m in zip(logs, nodes, strict=True)):
+        names.append("nvls_fanin_gb_per_s")
+    if any(m > 1 and ranks_per_node(cluster, lg) > 8 for lg, m in zip(logs, nodes, strict=True)):
+        names.append("tree_stage_gb_per_s")
     return names
 
 
@@ -303,13 +321,29 @@ def _samples(logs: list[NcclTestsLog]) -> list[tuple[NcclTestsLog, np.ndarray, n
     return out
 
 
+def ranks_per_node(cluster: ClusterSpec, lg: NcclTestsLog) -> int:
+    """Ranks per cluster node of a log: ``ranks / hosts``, except on a multi-node NVLink domain (a node spec
+    of more than 8 NVSwitch-connected GPUs, e.g. a GB200 NVL72 rack), where nccl-tests counts every compute
+    tray as a host but NCCL treats the domain as one node: there the ranks fill the domain first."""
+    node = cluster.node
+    per_host = -(-lg.ranks // lg.hosts)
+    if node.scale_up.kind == "nvswitch" and node.gpus > 8 and per_host < node.gpus:
+        return min(lg.ranks, node.gpus)
+    return per_host
+
+
+def _nodes(cluster: ClusterSpec, lg: NcclTestsLog) -> int:
+    """Cluster nodes a log spans (:func:`ranks_per_node`)."""
+    return -(-lg.ranks // ranks_per_node(cluster, lg))
+
+
 def _residuals(cluster: ClusterSpec, samples: list, p: CommParams) -> np.ndarray:
     res = []
     for lg, sizes, times in samples:
-        ppn = -(-lg.ranks // lg.hosts)
+        ppn = ranks_per_node(cluster, lg)
         pred = collective(cluster, lg.op, sizes, lg.ranks, ranks_per_node=ppn, params=p,
                           gpus_per_process=lg.gpus_per_process, cuda_graph=lg.cuda_graph,
-                          nccl_version=lg.nccl_version).time_s
+                          nccl_version=lg.nccl_version, nvls=lg.nvls).time_s
         res.append(np.log(np.asarray(pred) * 1e6 / times))
     return np.concatenate(res)
 
