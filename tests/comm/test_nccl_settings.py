@@ -109,6 +109,8 @@ def test_log_names_its_nccl_release():
     info = "host:1:1 [0] NCCL INFO NCCL version 2.25.1+cuda12.8\n"
     assert parse_log(info + body).nccl_version == "2.25.1"
     assert parse_log(body).nccl_version is None
+    bench = "# all_reduce on 8 x NVIDIA H200, backend nccl (torch 2.13.0, NCCL 2.27.5)\n"  # node bench's header
+    assert parse_log(bench + body).nccl_version == "2.27.5"
     named = format_log("all_reduce", np.array([1024.0]), np.array([10.0]), None, 8, nccl_version="2.27.3")
     assert parse_log(named).nccl_version == "2.27.3"
 

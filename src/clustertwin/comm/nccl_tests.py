@@ -40,7 +40,7 @@ from clustertwin.specs.calibration import Calibration
 from clustertwin.specs.cluster import ClusterSpec
 
 _OP_RE = re.compile(r"\b(all_reduce|all_gather|reduce_scatter|alltoall|all_to_all|broadcast|reduce|sendrecv)_perf")
-_VERSION_RE = re.compile(r"NCCL version\s+(\d+\.\d+\.\d+)")
+_VERSION_RE = re.compile(r"\bNCCL\s+(?:version\s+)?(\d+\.\d+\.\d+)")
 _LIBRARY_RE = re.compile(r"nccl-library=(\d+)")
 _NVLS_ENV_RE = re.compile(r"NCCL_NVLS_ENABLE set by environment to (\d+)")
 _RANK_RE = re.compile(r"#\s*Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)")
@@ -198,7 +198,7 @@ def parse_log(text: str, name: str = "<log>", op: str | None = None) -> NcclTest
 
 def _version(line: str) -> str | None:
     """The NCCL release a header line names: ``nccl-library=22602`` (NCCL_VERSION_CODE, major x 10000 +
-    minor x 100 + patch) or ``NCCL version 2.26.2``."""
+    minor x 100 + patch), ``NCCL version 2.26.2`` or ``NCCL 2.26.2`` (``node bench``'s header)."""
     m = _VERSION_RE.search(line)
     if m:
         return m.group(1)
