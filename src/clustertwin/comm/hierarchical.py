@@ -14,8 +14,8 @@ Pipeline fill: a multi-stage pipeline streams only after its first chunks have c
 Three forms, by what the pipeline moves:
 
 * trees (Simple) store and forward whole 512 KiB steps along their chain (D = 2 (ppn - 1 + log2 nodes)
-  ranks): ``(D - 1) x min(S / channels, chunk) / tree_stage_gb_per_s`` (:func:`chain_fill_s`); a
-  72-GPU NVL72 chain makes this ~4 ms;
+  ranks): ``(D - 1) x min(S / channels, chunk) / tree_stage_gb_per_s`` (:func:`chain_fill_s`); the
+  72-GPU chains of 20 NVL72 racks make this ~3 ms;
 * NVLS and NVLSTree move loops of ``channels x heads x chunk`` bytes (NCCL's NVLS chunk rules,
   :func:`nvls_chunk_bytes`): ``nvls_fill_loops x depth / 2`` loops (:func:`nvls_fill_s`), at least
 * the handshake fill of the first chunks: ``fill_stages x min(S, chunk_bytes x channels) / algbw``

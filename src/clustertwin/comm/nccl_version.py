@@ -1,7 +1,8 @@
 """The NCCL release a run used, and the rules of the model that depend on it.
 
-nccl-tests prints the release in its header (``# NCCL version 2.26.2+cuda12.8``); a case or a command
-may state it. Without one the model follows the current release (2.27 or later).
+nccl-tests >= 2.13 prints the release in its header (``nccl-library=22602``), NCCL_DEBUG=INFO as ``NCCL
+version 2.26.2+cuda12.8``; a case or a command may state it. Without one the model follows the current
+release (2.27 or later).
 
 Version rules (NCCL ``src/graph/tuning.cc``, ``ncclTopoTuneModel`` protocol enable):
 
