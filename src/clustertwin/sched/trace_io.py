@@ -71,24 +71,16 @@ def _csv_rows(p: Path, lines: _Lines, required: tuple[str, ...]) -> Iterator[tup
     if missing:
         hint = did_you_mean(missing[0], cols)
         raise SpecError(f"missing columns {missing}{hint}; expected {', '.join(required)}", file=str(p))
-    width = len(cols)
-    for line_no, rec, damage in parse.records(text, 1, first_line_no=1):
-        lines.report.lines += 1
-        if damage is not None:
-            lines.damaged(line_no, damage)
-            continue
-        if len(rec) != width:
-            lines.bad(line_no, f"expected {width} fields, got {len(rec)}", parse.FIELD_COUNT)
-            continue
-        yield line_no, dict(zip(cols, rec, strict=True))
+    yield from _checked(parse.records(text, 1, first_line_no=1), lines, tuple(cols))
 
 
-def _fixed_rows(p: Path, lines: _Lines, columns: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
-    """Records of a headerless CSV with known ``columns`` (as Alibaba publishes its tables; a header line
-    naming the first column is accepted and skipped), as dicts; damaged and wrong-width lines are counted."""
+def _checked(records: Iterator[tuple[int, list[str] | None, parse.Damaged | None]], lines: _Lines, columns: tuple[str, ...],
+             skip_header: bool = False) -> Iterator[tuple[int, dict[str, str]]]:
+    """Records as dicts by ``columns``; damaged and wrong-width lines are counted, not yielded. With
+    ``skip_header`` a first line naming the first column is skipped (not counted)."""
     width = len(columns)
-    for line_no, rec, damage in parse.records(parse.read_lines(p)):
-        if line_no == 1 and rec and rec[0] == columns[0]:
+    for line_no, rec, damage in records:
+        if skip_header and line_no == 1 and rec and rec[0] == columns[0]:
             continue
         lines.report.lines += 1
         if damage is not None:
@@ -98,6 +90,12 @@ def _fixed_rows(p: Path, lines: _Lines, columns: tuple[str, ...]) -> Iterator[tu
             lines.bad(line_no, f"expected {width} fields, got {len(rec)}", parse.FIELD_COUNT)
             continue
         yield line_no, dict(zip(columns, rec, strict=True))
+
+
+def _fixed_rows(p: Path, lines: _Lines, columns: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
+    """Records of a headerless CSV with known ``columns`` (as Alibaba publishes its tables; a header line
+    naming the first column is accepted and skipped), as dicts; damaged and wrong-width lines are counted."""
+    yield from _checked(parse.records(parse.read_lines(p)), lines, columns, skip_header=True)
 
 
 def _finish(rows: JobRows, lines: _Lines) -> Trace:
