@@ -15,7 +15,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "clustertwin"
 #: layer of every top-level package/module (data flows upward: specs -> hardware facts ->
 #: topology/communication -> workload models -> cluster behaviour -> interfaces)
 LAYERS: dict[str, int] = {
-    "units": 0, "errors": 0, "labels": 0, "safety": 0, "inputs": 0,
+    "units": 0, "errors": 0, "labels": 0, "safety": 0, "inputs": 0, "yaml_load": 0,
     "specs": 1, "catalog": 1,
     "topology": 2, "facility": 2,
     "comm": 3,

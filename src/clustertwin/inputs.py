@@ -4,9 +4,10 @@ become one-line :class:`~clustertwin.errors.SpecError` messages (exit code 2) na
 
 - Text: :func:`read_text` decodes UTF-8 (a UTF-8 BOM is dropped); other bytes are an error naming the byte
   offset, or, for logs that may be dirty (``dirty=True``), replaced with U+FFFD and counted.
-- Documents: :func:`parse_document` reads YAML (safe loader only) or JSON, then :func:`check_tree` limits the
-  nesting depth (:data:`MAX_DEPTH`) and integers to int64; Python's 4,300-digit integer limit and deep
-  recursion are reported as such.
+- Documents: :func:`parse_document` reads YAML (:mod:`clustertwin.yaml_load`: safe loader, alias expansion
+  budgeted, duplicate keys refused) or JSON (numbers longer than :data:`MAX_NUMBER_CHARS` refused), then
+  :func:`check_tree` limits the nesting depth (:data:`MAX_DEPTH`) and integers to int64; Python's 4,300-digit
+  integer limit and deep recursion are reported as such.
 - CSV: :func:`csv_rows` parses one physical line at a time, so a stray quote damages one row and the reader
   resynchronises at the next line; rows with the wrong field count or an oversize field are rejected and
   counted by cause (:class:`RowDamage`).
@@ -30,6 +31,7 @@ from typing import Any
 import yaml
 
 from clustertwin.errors import SpecError
+from clustertwin.yaml_load import load_yaml
 
 MAX_DOCUMENT_BYTES = 256 * 2**20
 """Largest spec/calibration/sweep/case document read (256 MiB; the largest shipped case file is ~1 MiB)."""
@@ -40,8 +42,8 @@ MAX_FIELD_BYTES = 128 * 2**10
 INT64_MAX = 2**63 - 1
 INT64_MIN = -(2**63)
 
-#: libyaml's C safe loader when PyYAML was built with it (7x faster on large case files), else the Python one
-SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+MAX_NUMBER_CHARS = 100
+"""Longest number literal in a JSON document (int64 has 19 digits, a float's shortest repr at most 24)."""
 
 _BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"),
          (b"\xfe\xff", "UTF-16"))
@@ -126,11 +128,28 @@ def check_tree(data: Any, file: str | None = None, *, max_depth: int = MAX_DEPTH
     return data
 
 
+def _json_number(kind: type) -> Any:
+    def parse(text: str) -> Any:
+        if len(text) > MAX_NUMBER_CHARS:
+            raise SpecError(f"a number of {len(text):,} characters (at most {MAX_NUMBER_CHARS})")
+        return kind(text)
+
+    return parse
+
+
+_JSON_DECODER = json.JSONDecoder(parse_int=_json_number(int), parse_float=_json_number(float))
+
+
 def parse_document(text: str, file: str | None = None, *, json_format: bool = False, limits: bool = True) -> Any:
-    """YAML (safe loader) or JSON ``text`` as Python data, with :func:`check_tree` limits applied (``limits=False``
-    leaves them to the caller, e.g. per validation case so one bad case does not reject its whole file)."""
+    """YAML (:func:`clustertwin.yaml_load.load_yaml`) or JSON ``text`` as Python data, with :func:`check_tree`
+    limits applied (``limits=False`` leaves them to the caller, e.g. per validation case so one bad case does
+    not reject its whole file). Text over :data:`MAX_DOCUMENT_BYTES` is refused before parsing."""
+    if len(text) > MAX_DOCUMENT_BYTES:
+        raise SpecError(f"document of {len(text):,} characters is over the {MAX_DOCUMENT_BYTES:,} limit", file=file)
     try:
-        data = json.loads(text) if json_format else yaml.load(text, Loader=SAFE_LOADER)
+        data = _JSON_DECODER.decode(text) if json_format else load_yaml(text, file)
+    except SpecError as e:
+        raise e.with_context(file) from None
     except json.JSONDecodeError as e:
         raise SpecError(f"invalid JSON at line {e.lineno}, column {e.colno}: {e.msg}", file=file) from None
     except yaml.YAMLError as e:

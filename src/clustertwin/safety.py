@@ -52,3 +52,25 @@ def script_json(json_text: str) -> Markup:
     for ch, rep in _JSON_IN_SCRIPT.items():
         json_text = json_text.replace(ch, rep)
     return Markup(json_text)
+
+
+#: Characters a terminal acts on, shown by :func:`terminal_safe` as visible escapes: C0 controls except line
+#: feed and tab (ESC among them: CSI/OSC sequences, OSC-8 hyperlinks), DEL, the C1 controls (U+009B is a
+#: one-byte CSI on some terminals), the line/paragraph separators, bidirectional controls and the BOM.
+TERMINAL_UNSAFE = "".join(chr(c) for c in range(0x20) if chr(c) not in "\n\t") + "".join(
+    map(chr, range(0x7F, 0xA0))) + "\u2028\u2029\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\ufeff"
+TERMINAL_UNSAFE_RE = re.compile("[" + re.escape(TERMINAL_UNSAFE) + "]")
+
+
+def _visible(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def terminal_safe(text: object) -> str:
+    """``text`` with every terminal control character (:data:`TERMINAL_UNSAFE`) written as a visible escape
+    (``ESC`` -> ``\\x1b``, ``U+009B`` -> ``\\x9b``), so a name or a log line is shown, never executed by the
+    terminal. Idempotent (the escapes are printable). Rich markup is a separate matter: the CLI's console
+    never interprets markup in strings (``cli/terminal.py``)."""
+    s = str(text)
+    return TERMINAL_UNSAFE_RE.sub(_visible, s) if TERMINAL_UNSAFE_RE.search(s) else s

@@ -14,10 +14,12 @@ from rich.table import Table
 from rich.text import Text
 
 from clustertwin import specs
+from clustertwin.cli.terminal import SafeConsole, safe_text
 from clustertwin.errors import SpecError
+from clustertwin.safety import terminal_safe
 
-console = Console()
-err_console = Console(stderr=True)
+console = SafeConsole()
+err_console = SafeConsole(stderr=True)
 
 DEFAULT_CLUSTER = "ref-1k-h100"
 
@@ -72,6 +74,11 @@ def check_output_path(path: Path, option: str = "--out") -> Path:
     if not parent.is_dir():
         raise SpecError(f"{option} {path}: directory {parent} does not exist")
     return path
+
+
+def echo(text: str, *, err: bool = False, nl: bool = True) -> None:
+    """``typer.echo`` for lines that carry user strings (file names, messages): terminal controls escaped."""
+    typer.echo(terminal_safe(text), err=err, nl=nl)
 
 
 def _jsonable(obj: Any) -> Any:
@@ -146,13 +153,14 @@ class FitTable(Table):
 
 
 def table(title: str | None, columns: list[str], rows: list[list[Any]], **kw: Any) -> Table:
-    """A table of formatted cells; numbers are never truncated (:class:`FitTable`). Cells are plain text, never
-    rich markup, so a value such as ``pip install 'clustertwin[nvml]'`` prints with its brackets."""
-    t = FitTable(title=title, title_justify="left", **kw)
+    """A table of formatted cells; numbers are never truncated (:class:`FitTable`). Title, headers and cells are
+    plain text, never rich markup, with terminal controls escaped (``cli/terminal.py``), so a value such as
+    ``pip install 'clustertwin[nvml]'`` prints with its brackets and a name cannot restyle the screen."""
+    t = FitTable(title=None if title is None else safe_text(title), title_justify="left", **kw)
     for i, c in enumerate(columns):
-        t.add_column(c, justify="left" if i == 0 else "right", overflow="fold")
+        t.add_column(safe_text(c), justify="left" if i == 0 else "right", overflow="fold")
     for r in rows:
-        t.add_row(*[v if isinstance(v, Text) else Text(fmt(v)) for v in r])
+        t.add_row(*[v if isinstance(v, Text) else safe_text(fmt(v)) for v in r])
     return t
 
 

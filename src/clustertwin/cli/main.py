@@ -176,8 +176,8 @@ def usage_line(e: Any) -> str:
     options: --pp, --tp, --vpp) (see --help)``, instead of click's usage/try/error box."""
     ctx = getattr(e, "ctx", None)
     where = ctx.command_path if ctx is not None else "clustertwin"
-    msg = " ".join(str(e.format_message()).split())
-    return f"error: {where}: {msg} (see {where} --help)"
+    msg = one_line(" ".join(str(e.format_message()).split()))
+    return f"error: {one_line(where)}: {msg} (see {one_line(where)} --help)"
 
 
 def _report_warnings(caught: list[warnings.WarningMessage]) -> None:

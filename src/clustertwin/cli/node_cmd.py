@@ -9,6 +9,7 @@ from typing import Any
 import typer
 
 from clustertwin.cli.common import JsonOpt, console, print_json, table
+from clustertwin.cli.terminal import safe_text, styled
 from clustertwin.errors import SpecError
 from clustertwin.ops import bench as bm
 from clustertwin.ops.calibrate import calibration_from_bench, write_calibration
@@ -30,7 +31,8 @@ def findings_table(findings: list[Finding], title: str = "findings") -> Any:
         where = (f"{ev.file}:{ev.line} " if ev and ev.line else (f"{ev.file}: " if ev else "")) + (ev.text if ev else "")
         if len(f.evidence) > 1:
             where += f" (+{len(f.evidence) - 1} more)"
-        t.add_row(f"[{SEVERITY_STYLE[f.severity]}]{f.severity}[/]", f.code, f.title, where, f.action)
+        t.add_row(safe_text(f.severity, SEVERITY_STYLE[f.severity]), safe_text(f.code), safe_text(f.title),
+                  safe_text(where), safe_text(f.action))
     return t
 
 
@@ -282,7 +284,7 @@ def validate_command(
         return
     for i, s in enumerate(r.stages, 1):
         style = {"pass": "green", "fail": "red", "skipped": "yellow", "run-on-cluster": "cyan"}[s.status]
-        console.print(f"stage {i} {s.name}: [{style}]{s.status}[/]" + (f" ({s.reason})" if s.reason else ""))
+        console.print(styled(f"stage {i} {s.name}: ", (s.status, style), f" ({s.reason})" if s.reason else ""))
         for name, ok, detail in s.checks:
             console.print(f"  {'PASS' if ok else 'FAIL'} {name}: {detail}")
         if s.command:

@@ -10,6 +10,7 @@ from typing import Any
 import typer
 
 from clustertwin.cli.common import DEFAULT_CLUSTER, JsonOpt, console, load_cluster, print_json, table
+from clustertwin.cli.terminal import styled
 from clustertwin.plan import UNNAMED, Plan, plan
 from clustertwin.plan_rows import SECTIONS, plan_rows
 from clustertwin.specs import ClusterSpec
@@ -35,7 +36,7 @@ def _render(plans: list[Plan]) -> None:
         console.print(table(section, columns, body))
     for p in plans:
         for w in p.warnings:
-            console.print(f"[yellow]warning[/yellow] ({p.name}): {w}", highlight=False)
+            console.print(styled(("warning", "yellow"), f" ({p.name}): {w}"), highlight=False)
     console.print("Prices and facility figures are estimates; each carries its source in --json output.",
                   style="dim")
 

@@ -17,6 +17,7 @@ from clustertwin.cli.common import (
     print_json,
     table,
 )
+from clustertwin.cli.terminal import styled
 from clustertwin.errors import SpecError
 from clustertwin.reliability import estimate
 from clustertwin.reliability.failures import COMPONENT_CLASSES
@@ -128,9 +129,9 @@ def _render(res: ReliabilityResult) -> None:
     run = (f"{res.ideal_time_s / DAY_S:,.1f} failure-free days" if res.ideal_time_s is not None
            else f"a {res.horizon_s / DAY_S:,.1f}-day wall-clock window")  # type: ignore[operator]
     spares = f", {res.hot_spares} hot spares" if res.policy == "spares" else ""
-    console.print(f"[bold]{res.gpus:,} GPUs[/bold] ({res.nodes:,} nodes of {res.cluster}), {run}; "
-                  f"policy {res.policy}{spares}; {'asynchronous' if res.async_checkpoint else 'synchronous'} "
-                  f"checkpoints")
+    console.print(styled((f"{res.gpus:,} GPUs", "bold"), f" ({res.nodes:,} nodes of {res.cluster}), {run}; "
+                         f"policy {res.policy}{spares}; {'asynchronous' if res.async_checkpoint else 'synchronous'} "
+                         f"checkpoints"))
 
     horizon_h = (a.wall_s if res.ideal_time_s is not None else res.horizon_s) / HOUR_S  # type: ignore[operator]
     by_class = res.rates.by_class_per_h()

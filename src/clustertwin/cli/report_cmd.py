@@ -6,7 +6,15 @@ from pathlib import Path
 
 import typer
 
-from clustertwin.cli.common import ClusterOpt, JsonOpt, err_console, load_cluster, load_model, print_json
+from clustertwin.cli.common import (
+    ClusterOpt,
+    JsonOpt,
+    echo,
+    err_console,
+    load_cluster,
+    load_model,
+    print_json,
+)
 from clustertwin.errors import SpecError
 from clustertwin.report import InferSettings, ReportOptions, build_report, write_report
 from clustertwin.report.html import DEFAULT_POLICIES
@@ -66,10 +74,10 @@ def report_command(
     if json_out:
         print_json(summary)
         return
-    typer.echo(f"wrote {path} ({summary['bytes'] / 1e6:.1f} MB, {len(report.sections)} sections, "
-               f"{summary['figures']} plots)")
+    echo(f"wrote {path} ({summary['bytes'] / 1e6:.1f} MB, {len(report.sections)} sections, "
+         f"{summary['figures']} plots)")
     for why in report.omitted:
-        typer.echo(f"not included: {why}")
+        echo(f"not included: {why}")
 
 
 def register(app: typer.Typer) -> None:

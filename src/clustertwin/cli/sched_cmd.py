@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.progress import Progress
 
 from clustertwin.cli.common import DEFAULT_CLUSTER, JsonOpt, console, load_cluster, print_json, table
+from clustertwin.cli.terminal import SafeConsole
 from clustertwin.errors import SpecError
 from clustertwin.sched import cluster as sched_cluster
 from clustertwin.sched import engine, failures, fill, metrics, readers
@@ -34,7 +35,7 @@ WIDE_COLUMNS = 180
 
 
 def _out() -> Console:
-    return console if console.is_terminal else Console(width=WIDE_COLUMNS)
+    return console if console.is_terminal else SafeConsole(width=WIDE_COLUMNS)
 
 
 def _split(text: str) -> list[str]:
@@ -187,9 +188,8 @@ def simulate_command(
     if json_out:
         print_json(doc)
         return
-    c = cl.to_dict()
     out_console = _out()
-    out_console.print(f"cluster {c['name']}: {c['nodes']:,} nodes, {c['gpus']:,} GPUs, {c['leaves']} leaves; "
+    out_console.print(f"{cl.summary()}; "
                   f"trace {report.format}: {len(jobs):,} jobs, {report.malformed} malformed lines skipped, "
                   f"excluded {dict(report.excluded) or 'none'}")
     for ex in report.malformed_examples:
@@ -272,7 +272,7 @@ def fill_command(
     cols = [f"{x:.0%} load" for x in results[0].loads]
     rows = [[r.placement, *r.unallocated_gpus] for r in results]
     _out().print(table(f"unallocated GPUs of {cl.total_gpus:,} after filling with {report.format} tasks "
-                        f"(seed {seed})", ["placement", *cols], rows))
+                        f"(seed {seed}){cl.skipped_note()}", ["placement", *cols], rows))
 
 
 def crosscheck_command(
@@ -374,7 +374,7 @@ def partitions_command(
         print_json(doc)
         return
     out = _out()
-    out.print(f"cluster {cl.name}: {cl.total_gpus:,} GPUs; {len(jobs):,} jobs of {len(names)} teams, offered load "
+    out.print(f"cluster {cl.name}: {cl.total_gpus:,} GPUs{cl.skipped_note()}; {len(jobs):,} jobs of {len(names)} teams, offered load "
               f"{doc['offered_load']:.2f} of the GPUs over the submission window; policy {policy}")
     cols = ["layout", "alloc util", "work util", "avg queue s", "p99 queue s", "done", "queued", "running",
             "unsched", "GPU-time share of busiest team"]

@@ -51,7 +51,7 @@ def sweep_command(
     target = out or Path(f"{space_file.stem}.parquet")
     check_output_path(target, "--out")
     show = err_console.is_terminal and not json_out
-    with Progress(TextColumn("sweep {task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+    with Progress(TextColumn("sweep {task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                   console=err_console, disable=not show, transient=True) as bar, \
             ParquetStream(target, space.model_dump_json()) as sink:  # rows stream to disk: memory stays flat
         task = bar.add_task(space.name, total=space.size)
