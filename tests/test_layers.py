@@ -1,4 +1,4 @@
-"""Import direction (DESIGN.md "Layers and layout"): a module imports only from its own layer or below;
+"""Import direction (docs/architecture.md "Layers"): a module imports only from its own layer or below;
 ``specs``, ``catalog``, ``errors`` and ``units`` are imported by everyone; ``cli`` imports everything.
 Function-level (lazy) imports count too. Also: no file in ``train/`` over the size target, and the
 training specs do no catalog I/O."""

@@ -20,11 +20,13 @@ from clustertwin import topology
 from clustertwin.datapath import DatasetSpec, data_stall, dataset
 from clustertwin.errors import SpecError
 from clustertwin.specs import ClusterSpec, ModelSpec, ParallelismSpec
+from clustertwin.train.breakdown import TERM_GROUP
 from clustertwin.units import GB, GIB
 
 NEGLIGIBLE_FRACTION = 0.05
 """A stage costing less than 5% of the step is not called a bottleneck."""
-COMM_KEYS = ("tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm", "zero3_gather")
+COMM_KEYS = tuple(k for k, g in TERM_GROUP.items() if g == "communication")
+"""Communication terms of the step breakdown (from ``StepBreakdown``'s own term groups)."""
 SCALE_OUT_KEYS = ("dp_comm", "zero3_gather", "pp_comm")
 """Exposed DP synchronisation and pipeline send/recv (between nodes): charged to the network stage; the
 other terms (TP/CP/EP, bubble) to collectives."""
@@ -122,27 +124,37 @@ def _storage_stage(stall) -> PathStage:
 
 
 def _network_stage(cluster: ClusterSpec, model: ModelSpec, est, placement: str) -> PathStage:
-    """Per-node bandwidth the DP rings get on this placement (all pipeline stages' rings at once, the
-    nodes of a stage in rank order) vs the rate that would move one step's gradients within the compute
-    time: ``2 x grad_bytes x gpus_per_node / (tp pp) / compute_s`` (ring all-reduce moves ~2x the buffer;
-    bf16 gradients, 2 B per parameter)."""
+    """Per-node bandwidth the DP x CP gradient rings get on this placement (every ring at once, each with the
+    estimate's own group shape: :func:`clustertwin.train.placement.groups`, nodes per ring and node stride
+    from :func:`clustertwin.train.topology_comm.node_shape`) vs the rate that would move one step's gradients
+    within the compute time: ``2 x grad_bytes x gpus_per_node / (tp pp) / compute_s`` (ring all-reduce moves
+    ~2x the buffer; bf16 gradients, 2 B per parameter)."""
     from clustertwin.train import param_count
+    from clustertwin.train.layout import Layouts
+    from clustertwin.train.placement import groups
+    from clustertwin.train.topology_comm import node_shape
 
     topo = topology.build(cluster)
-    nodes = math.ceil(est.gpus / cluster.node.gpus)
+    gpn = cluster.node.gpus
+    nodes = math.ceil(est.gpus / gpn)
     lay = est.layout
     if nodes <= 1:
         return PathStage("network", topo.injection_gb_per_s, 0.0, "GB/s per node", 0.0, "one node: no scale-out")
-    pp = int(lay["pp"])
-    size = nodes // pp if nodes % pp == 0 and nodes >= pp else nodes
+    tp, pp = int(lay["tp"]), int(lay["pp"])
+    dp = groups(Layouts(tp, pp, int(lay["dp"]), int(lay["cp"]), int(lay["ep"]), 1, 1, 0, 0, 0,
+                        etp=int(lay.get("etp") or 0)), gpn).dp
+    m, stride = node_shape(int(dp.size), int(dp.stride), gpn)
+    if m <= 1 or nodes % (m * stride):  # inside a node, or a ragged shape: the whole job as one ring
+        m, stride = nodes, 1
     placed = topology.place(topo, nodes, placement)
-    r = topology.group_bandwidth(topo, topology.groups_of(placed, size), "ring")
-    grad_bytes_per_gpu = 2.0 * float(param_count(model)) / (int(lay["tp"]) * pp)
+    r = topology.group_bandwidth(topo, topology.groups_of(placed, m, stride), "ring")
+    grad_bytes_per_gpu = 2.0 * float(param_count(model)) / (tp * pp)
     compute_s = est.breakdown.get("compute", 0.0) or est.step_time_s
-    demand = 2.0 * grad_bytes_per_gpu * cluster.node.gpus / compute_s / GB
+    demand = 2.0 * grad_bytes_per_gpu * gpn / compute_s / GB
     cost = sum(est.breakdown.get(k, 0.0) for k in SCALE_OUT_KEYS)
+    rings = nodes // m if m else 1
     return PathStage("network", r.per_node_gb_per_s, demand, "GB/s per node", cost,
-                     f"{pp} x DP rings of {size} nodes ({placement}) get {r.fraction:.0%} of "
+                     f"{rings} x DP rings of {m} nodes ({placement}) get {r.fraction:.0%} of "
                      f"{topo.injection_gb_per_s:g} GB/s injection, bound by {r.bottleneck}, "
                      f"switch hops per ring edge {r.mean_hops:.2g} (max {r.max_hops}); each GPU syncs "
                      f"{grad_bytes_per_gpu / GB:.3g} GB of gradients (1/(tp x pp) of the model); exposed DP sync "

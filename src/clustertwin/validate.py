@@ -3,7 +3,10 @@
 A case file holds one case or a list under ``cases:`` (format: validation/README.md of the shared data).
 Each kind is evaluated by ``evaluate(case) -> dict`` in its layer's ``validation`` module, so this module
 depends on every layer but no layer depends on it. A case that cannot be evaluated is reported with an
-``error`` and counted in ``summary.failed``; it never aborts the run.
+``error`` and counted in ``summary.failed``; it never aborts the run. A file that holds no cases (empty, an
+empty ``cases:`` list, or a misspelt top-level key such as ``casess:``), a directory without case files, an
+unknown ``--kind`` or a ``--kind`` that leaves no case is a SpecError (exit 2) naming the file or option; cases
+left out by ``--kind`` are counted in ``summary.skipped`` by kind.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import importlib
 import math
 import statistics
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,21 +80,50 @@ class BadEntry:
     kind: str = "?"
 
 
+CASE_KEYS = ("kind", "id", "measured")
+"""Keys that make a top-level mapping one case (evaluated, and failed if ``kind`` is missing)."""
+
+
+def _cases_of(doc: Any, file: str) -> Any:
+    """The entries of a case document; a document that holds no cases is a SpecError naming the file (and,
+    for a misspelt top-level key, the key and its nearest valid name)."""
+    if doc is None:
+        raise SpecError("holds no cases (the file is empty)", file=file)
+    if not isinstance(doc, dict):
+        cases, where = doc, ()
+    elif "cases" in doc:
+        cases, where = doc["cases"], ("cases",)
+    elif any(k in doc for k in CASE_KEYS):
+        return [doc]
+    else:
+        for key in map(str, doc):
+            hint = did_you_mean(key, ["cases"])
+            if hint:
+                raise SpecError(f"holds no cases: unknown key '{one_line(key)[:60]}'{hint}", file=file)
+        raise SpecError("holds no cases: expected a list under 'cases:' or one case with 'kind:'", file=file)
+    if isinstance(cases, list) and not cases:
+        raise SpecError("holds no cases (the list is empty)", file=file, path=where)
+    return cases
+
+
 def iter_cases(paths: Iterable[str | Path]) -> Iterator[tuple[str, int, dict | BadEntry]]:
     """(file, index, case) for every case in the files (directories expand to their *.yaml). A file or an
-    entry that cannot be read yields a :class:`BadEntry` in place of the case, so the run lists and counts it."""
+    entry that cannot be read yields a :class:`BadEntry` in place of the case, so the run lists and counts it;
+    a file or directory that holds no cases is a SpecError (:func:`_cases_of`)."""
     for p in paths:
         path = Path(p)
         if not path.exists():  # a mistyped argument is a usage error (exit 2), not a failed case
             raise SpecError("file not found", file=str(path))
         files = sorted(path.glob("*.yaml")) if path.is_dir() else [path]
+        if not files:
+            raise SpecError("directory holds no *.yaml case files", file=str(path))
         for f in files:
             try:
                 doc = inputs.read_document(f, limits=False)  # limits per case below: one bad case, one failure
             except SpecError as e:
                 yield str(f), 0, BadEntry(e)
                 continue
-            cases = doc.get("cases", [doc]) if isinstance(doc, dict) else doc
+            cases = _cases_of(doc, str(f))
             if not isinstance(cases, list):
                 yield str(f), 0, BadEntry(SpecError("expected a case or a list under 'cases:'", file=str(f)))
                 continue
@@ -132,6 +165,10 @@ def evaluate_case(case: dict, file: str | None = None) -> CaseResult:
     res = CaseResult(id=str(case.get("id", "?")), kind=str(case.get("kind", "?")),
                      source=str(case.get("source", "")), measured=measured, file=file)
     try:
+        if "kind" not in case:
+            near = [str(k) for k in case if k not in CASE_KEYS and did_you_mean(str(k), ["kind"])]
+            hint = f"; unknown key '{one_line(near[0])[:60]}', did you mean 'kind'?" if near else ""
+            raise SpecError(f"missing 'kind:' (one of {', '.join(EVALUATORS)}){hint}")
         if raw is not None and not isinstance(raw, dict):
             raise SpecError(f"'measured' must be a mapping of quantity: value (got {type(raw).__name__})")
         checked = {k: _value(m, "measured", k) for k, m in measured.items()}
@@ -184,16 +221,33 @@ def default_paths() -> list[Path]:
 
 def run(paths: Iterable[str | Path], kinds: set[str] | None = None,
         progress: Callable[[int], None] | None = None) -> dict[str, Any]:
-    """Evaluate every case in ``paths`` (optionally only some kinds): ``{"cases": [...], "summary": {...}}``."""
+    """Evaluate every case in ``paths`` (optionally only some kinds): ``{"cases": [...], "summary": {...}}``;
+    cases of other kinds are counted in ``summary.skipped`` / ``summary.skipped_by_kind``, never dropped."""
+    for k in sorted(kinds or ()):
+        if k not in EVALUATORS:
+            raise SpecError(f"--kind: unknown case kind '{one_line(k)[:60]}'{did_you_mean(k, EVALUATORS)} "
+                            f"(choose from {', '.join(EVALUATORS)})")
     results: list[CaseResult] = []
+    skipped: Counter[str] = Counter()
     for file, i, case in iter_cases(paths):
         if isinstance(case, BadEntry):  # unreadable file or entry: listed and counted as failed
             results.append(CaseResult(id=case.id or f"{Path(file).name}#{i}", kind=case.kind, source="",
                                       measured={}, error=one_line(case.error), file=file))
         elif kinds and case.get("kind") not in kinds:
+            skipped[one_line(case.get("kind", "?"))[:60]] += 1
             continue
         else:
             results.append(evaluate_case(case, file))
         if progress:
             progress(len(results))
-    return {"cases": [r.to_dict() for r in results], "summary": summarize(results), "_results": results}
+    if not results:
+        raise SpecError(f"--kind {','.join(sorted(kinds or ()))}: no case of that kind in the files "
+                        f"({sum(skipped.values())} skipped: {_counts(skipped)})" if kinds else "no cases to evaluate")
+    summary = summarize(results)
+    summary["skipped"] = sum(skipped.values())
+    summary["skipped_by_kind"] = dict(sorted(skipped.items()))
+    return {"cases": [r.to_dict() for r in results], "summary": summary, "_results": results}
+
+
+def _counts(c: Counter[str]) -> str:
+    return ", ".join(f"{k} {n}" for k, n in sorted(c.items())) or "none"

@@ -1,4 +1,4 @@
-"""The packaged catalog: every entry validates and is sourced, the DESIGN.md ids resolve, figures follow
+"""The packaged catalog: every entry validates and is sourced, the ids the docs and examples use resolve, figures follow
 the catalog conventions (dense peaks, per-direction scale-up), and the example clusters load."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from clustertwin.units import BITS_PER_BYTE
 
 ALL_ENTRIES = [(kind, entry_id) for kind in catalog.kinds() for entry_id in catalog.ids(kind)]
 
-#: ids that DESIGN.md promises (validation cases and examples rely on them)
+#: ids the docs promise (validation cases and examples rely on them)
 DESIGN_IDS: dict[str, list[str]] = {
     "gpu": ["k80", "v100-sxm2-32gb", "a100-sxm-40gb", "a100-sxm-80gb", "h100-sxm", "h100-pcie", "h800-sxm",
             "h20", "h200-sxm", "b200", "gb200", "l40s", "mi250x", "mi300x", "mi325x", "ascend-910b"],

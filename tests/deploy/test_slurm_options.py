@@ -1,5 +1,5 @@
 """Slurm script options from the topology and the site: --switches from the leaf switches the job spans,
-pyxis/enroot container image (quoted), torchrun NUMA binding, and srun's task binding."""
+pyxis/enroot container image (quoted; outside the image grammar refused), torchrun NUMA binding, and srun's task binding."""
 
 from __future__ import annotations
 
@@ -7,8 +7,11 @@ import re
 import shlex
 import subprocess
 
+import pytest
+
 from clustertwin import specs
 from clustertwin.deploy import DeploySpec, slurm_script
+from clustertwin.errors import SpecError
 from clustertwin.topology import build
 
 
@@ -34,8 +37,9 @@ def test_switches_follow_the_leaf_switches_the_job_spans():
     assert "--switches" not in script(8)  # one host: no switch to ask for
 
 
-def test_container_image_is_quoted_for_srun(tmp_path):
-    image = "registry.example.com/team/pytorch:25.01-py3;touch PWNED"
+@pytest.mark.parametrize("image", ["registry.example.com/team/pytorch:25.01-py3", "nvcr.io#nvidia/pytorch:25.01-py3",
+                                   "/lustre/images/pytorch.sqsh"])
+def test_container_image_is_quoted_for_srun(tmp_path, image):
     text = script(16, container_image=image, container_mounts="/lustre:/lustre:ro")
     line = next(ln for ln in text.splitlines() if ln.startswith("srun "))
     words = shlex.split(line.rstrip("\\"))
@@ -44,7 +48,11 @@ def test_container_image_is_quoted_for_srun(tmp_path):
     path = tmp_path / "job.sbatch"
     path.write_text(text, encoding="utf-8")
     assert subprocess.run(["bash", "-n", str(path)], capture_output=True).returncode == 0
-    assert not (tmp_path / "PWNED").exists()
+
+
+def test_container_image_outside_the_reference_grammar_is_refused():
+    with pytest.raises(SpecError, match="container_image"):
+        specs.build(DeploySpec, {"container_image": "registry.example.com/team/pytorch:25.01-py3;touch PWNED"})
 
 
 def test_numa_binding_only_for_gpu_jobs():

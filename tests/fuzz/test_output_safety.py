@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+from pydantic import ValidationError
 
 from clustertwin import specs
 from clustertwin.deploy import DeploySpec, Prediction, plan_job
@@ -38,8 +39,15 @@ SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[Healt
 
 def _plan(name: str, cname: str, job: str, script: str, args: tuple[str, ...], ckpt: str, image: str,
           hca: str | None = None):
-    opts = DeploySpec(job_name=job, script=script, script_args=args, checkpoint_dir=ckpt, image=image,
-                      ib_hca=hca, socket_ifname=hca)
+    """The job plan. An image or NCCL list outside its grammar is refused at the input (deploy/grammars.py:
+    it never reaches a generated file); the plan then carries benign ones, so the other strings are tested."""
+    try:
+        opts = DeploySpec(job_name=job, script=script, script_args=args, checkpoint_dir=ckpt, image=image,
+                          ib_hca=hca, socket_ifname=hca)
+    except ValidationError as e:
+        assert {err["loc"][0] for err in e.errors()} <= {"image", "ib_hca", "socket_ifname"}, e
+        opts = DeploySpec(job_name=job, script=script, script_args=args, checkpoint_dir=ckpt, image="i",
+                          ib_hca="h", socket_ifname="h")
     return plan_job(CLUSTER.model_copy(update={"name": cname}), MODEL.model_copy(update={"name": name}), LAYOUT,
                     opts, PRED)
 

@@ -84,7 +84,7 @@ def test_too_many_aliases() -> None:
         inputs.parse_document(text, "many.yaml")
 
 
-def test_anchors_and_merge_keys_still_work() -> None:
+def test_anchor_and_merge_key_use_still_works() -> None:
     """Hand-written files use anchors for shared blocks (``<<: *defaults``); those stay allowed."""
     doc = inputs.parse_document("d: &d {x: 1, y: 2}\ne:\n  <<: *d\n  x: 5\nf: [*d, *d]\n")
     assert doc == {"d": {"x": 1, "y": 2}, "e": {"x": 5, "y": 2}, "f": [{"x": 1, "y": 2}] * 2}

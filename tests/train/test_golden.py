@@ -1,6 +1,7 @@
-"""Golden outputs of the step-time and memory model: every key of ``evaluate_layouts`` for 22
-representative layouts (dense, interleaved, CP, MoE, ZeRO-2/3, every recompute mode, FP8, both software
-stacks, six clusters) and one vectorised batch, pinned to rel. 1e-9.
+"""Golden outputs of the step-time and memory model: every key of ``evaluate_layouts`` for 26
+representative layouts (dense, interleaved, CP, MoE with expert-TP != TP, MoE overlap and per-module recompute,
+ZeRO-2/3, every recompute mode, FP8, both software stacks, seven clusters, a scattered placement, an image
+dataset) and one vectorised batch, pinned to rel. 1e-9.
 
 A restructuring must leave these numbers unchanged; a physics change regenerates them deliberately
 (``python -m tests.train.test_golden --regen``) and says why in its commit message.
@@ -17,7 +18,7 @@ import numpy as np
 import pytest
 
 from clustertwin import catalog, specs
-from clustertwin.train.layout import RECOMPUTE_CODES, Layouts
+from clustertwin.train.layout import MOE_OVERLAP_CODES, RECOMPUTE_CODES, RECOMPUTE_MODULE_BITS, Layouts
 from clustertwin.train.params import DEFAULT_PARAMS, params_for_stack
 from clustertwin.train.step import evaluate_layouts
 
@@ -68,7 +69,25 @@ CASES: dict[str, tuple] = {
     "tiny-k80": (TINY, "k80-8gpu-node", (1, 1, 4, 1, 1, 1, 4, "none", 0, 0), 64, "fp32", None, "auto"),
     "8b-torus": ("llama3-8b", "tpu-style-torus-4k", (4, 2, 64, 1, 1, 2, 1, "selective", 1, 1), 512, "bf16", None,
                  "auto"),
+    # expert-TP != TP (issue: group shapes once computed in two places that disagreed here), MoE overlap,
+    # per-module recompute, a scattered placement and another dataset
+    "mixtral-tp2-ep8-etp1": ("mixtral-8x7b", "ref-1k-h100", (2, 1, 256, 1, 8, 1, 1, "none", 1, 1), 1024, "bf16", None,
+                             "auto", {"etp": 1}),
+    "mixtral-tp4-ep8-etp1-a2a": ("mixtral-8x7b", "ref-1k-h100", (4, 1, 128, 1, 8, 1, 1, "selective", 1, 1), 512,
+                                 "bf16", None, "auto", {"etp": 1, "moe_overlap": "a2a"}),
+    "dsv3-etp2-dualpipe-rcmod": ("deepseek-v3", "deepseek-v3-2048-h800", (1, 16, 128, 1, 64, 1, 1, "none", 1, 0),
+                                 4096, "fp8", 4096, "auto",
+                                 {"etp": 2, "moe_overlap": "dualpipe", "rc_modules": ("layernorm", "mla_up_proj")}),
+    "mixtral-ep8-scattered-imagenet": ("mixtral-8x7b", "ref-1k-h100", (2, 1, 256, 1, 8, 1, 1, "none", 1, 1), 1024,
+                                    "bf16", None, "auto", {"placement": "scattered", "dataset": "imagenet-jpeg"}),
 }
+
+
+def _cluster(c: str):
+    if c.endswith(".yaml") or "-h800" in c:
+        return specs.load(specs.ClusterSpec, str(Path(__file__).resolve().parents[2] / "examples" / "clusters" /
+                                                 f"{c}.yaml"))
+    return catalog.get("cluster", c)
 
 
 def _model(m):
@@ -76,11 +95,14 @@ def _model(m):
 
 
 def _run(case: tuple) -> dict[str, float]:
-    model, cluster, lay, gb, prec, seq, stack = case
-    m, c = _model(model), catalog.get("cluster", cluster)
+    model, cluster, lay, gb, prec, seq, stack, *rest = case
+    extra = dict(rest[0]) if rest else {}
+    m, c = _model(model), _cluster(cluster)
     tp, pp, dp, cp, ep, vpp, mbs, rc, z, sp = lay
-    layouts = Layouts(tp, pp, dp, cp, ep, vpp, mbs, RECOMPUTE_CODES[rc], z, sp)
-    out = evaluate_layouts(m, c, layouts, gb, prec, params_for_stack(DEFAULT_PARAMS, stack), seq)
+    fields = {"etp": extra.pop("etp", 0), "moe_overlap": MOE_OVERLAP_CODES[extra.pop("moe_overlap", "auto")],
+              "rc_modules": sum(RECOMPUTE_MODULE_BITS[n] for n in extra.pop("rc_modules", ()))}
+    layouts = Layouts(tp, pp, dp, cp, ep, vpp, mbs, RECOMPUTE_CODES[rc], z, sp, **fields)
+    out = evaluate_layouts(m, c, layouts, gb, prec, params_for_stack(DEFAULT_PARAMS, stack), seq, **extra)
     return {k: float(v) for k, v in out.items()}
 
 

@@ -187,7 +187,7 @@ def test_cli_placement_and_dataset(cli):
     assert r.code == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["placement"] == "scattered" and d["data_path"]["bytes_per_sample"] == 110e3
-    assert set(d["net_fractions"]) == {"tp", "cp", "dp", "ep", "edp", "pp"}
+    assert set(d["net_fractions"]) == {"tp", "cp", "dp", "ep", "edp", "pp", "etp"}
     r = cli(*base, "--placement", "0-7", "--dataset", "none", "--json")
     assert r.code == 0 and json.loads(r.stdout)["data_path"] is None
     for bad, msg in ((["--placement", "scatterd"], "did you mean 'scattered'"),

@@ -50,15 +50,24 @@ def read_placement(value: str, cluster: ClusterSpec, ranks_per_node: int | None)
     """GPU indices of ``--placement``: a file or an inline list of inclusive ranges (``0-7,64-71``).
 
     A file holds the same list (commas, spaces or newlines between entries). A leading ``nodes:`` lists
-    node indices instead; each contributes its local GPUs ``0 .. ranks_per_node-1`` (default: all)."""
-    path = Path(value)
-    text = path.read_text() if path.is_file() else value
-    text = text.strip()
-    if text.startswith("nodes:"):
-        nodes = parse_index_list(text[len("nodes:"):], cluster.nodes, "node")
-        rpn = cluster.node.gpus if ranks_per_node is None else ranks_per_node
-        return nodes_placement(cluster, nodes, rpn)
-    return parse_index_list(text, cluster.total_gpus, "GPU")
+    node indices instead; each contributes its local GPUs ``0 .. ranks_per_node-1`` (default: all).
+    Ranges are checked against the cluster before any index is listed (:func:`parse_index_list`); an
+    error names the file, or ``--placement`` for an inline list."""
+    try:
+        is_file = len(value) <= 4096 and Path(value).is_file()
+    except OSError:  # a long inline list is no file name
+        is_file = False
+    text = (Path(value).read_text() if is_file else value).strip()
+    try:
+        if text.startswith("nodes:"):
+            nodes = parse_index_list(text[len("nodes:"):], cluster.nodes, "node")
+            rpn = cluster.node.gpus if ranks_per_node is None else ranks_per_node
+            return nodes_placement(cluster, nodes, rpn)
+        return parse_index_list(text, cluster.total_gpus, "GPU")
+    except SpecError as e:
+        if is_file:
+            raise SpecError(e.message, file=value) from None
+        raise SpecError(e.message, path=("--placement",)) from None
 
 
 def _short(text: str, limit: int = 40) -> str:
@@ -165,6 +174,7 @@ def calibrate_command(
     summary = {"output": str(output), "logs": [{"file": lg.name, "op": lg.op, "ranks": lg.ranks, "hosts": lg.hosts,
                                                  "rows": len(lg.rows), "blocks": lg.blocks,
                                                  "rows_wrong": lg.wrong_rows, "malformed": len(lg.malformed),
+                                                 "malformed_by_cause": dict(lg.damage.causes),
                                                  "cuda_graph": lg.cuda_graph, "nccl_version": lg.nccl_version, "nvls": lg.nvls,
                                                  "gpus_per_process": lg.gpus_per_process} for lg in parsed],
                "comm": res.params, "timings_used": res.blocks_used,
@@ -177,6 +187,10 @@ def calibrate_command(
              str(lg.wrong_rows), str(len(lg.malformed))] for lg in parsed]
     console.print(table("nccl-tests logs", ["file", "op", "ranks", "hosts", "rows", "timings", "#wrong rows",
                                             "malformed"], rows))
+    for lg in parsed:  # every line left out is named by cause, never dropped silently
+        if lg.malformed:
+            console.print(f"{Path(lg.name).name}: {len(lg.malformed)} malformed line(s) left out: "
+                          f"{lg.damage.summary()}", markup=False, highlight=False)
     console.print(table("fitted comm parameters", ["parameter", "value"],
                         [[k, f"{v:.4g}"] for k, v in res.params.items()]))
     console.print(f"median |time error| {res.median_abs_error_before:.1%} -> {res.median_abs_error_after:.1%} "

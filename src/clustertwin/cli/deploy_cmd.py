@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from clustertwin.cli.common import ClusterOpt, JsonOpt, load_cluster, load_model, print_json, require_gpus
+from clustertwin.cli.option_errors import option_names
 from clustertwin.deploy.job import DeploySpec, JobPlan, layout_from_search, plan_job, predict
 from clustertwin.deploy.k8s import KINDS, NO_PVC_WARNING, render_manifests
 from clustertwin.deploy.layout_flags import framework_layout
@@ -21,6 +22,7 @@ from clustertwin.errors import SpecError
 from clustertwin.specs import ParallelismSpec, build
 from clustertwin.specs.cluster import ClusterSpec
 from clustertwin.specs.model import ModelSpec
+from clustertwin.train.layout_string import parse_pipeline_layout
 
 deploy_app = typer.Typer(help="Slurm batch scripts and Kubernetes manifests for a training layout.",
                          no_args_is_help=True)
@@ -97,25 +99,36 @@ def _layout(cluster: ClusterSpec, model: ModelSpec, given: dict[str, Any], *, dp
 
 def _plan(cluster_ref: str, model_ref: str, layout: dict[str, Any], dp: int | None, gpus: int | None,
           global_batch: int, precision: str, from_search: bool, no_predict: bool, tokens: float | None,
-          script_args: list[str] | None, opts: dict[str, Any]) -> JobPlan:
+          script_args: list[str] | None, opts: dict[str, Any]) -> tuple[JobPlan, list[str]]:
+    """The job plan and the warnings to print once the job has rendered (so an exit-2 run prints one line)."""
     cluster = load_cluster(cluster_ref)
     model = load_model(model_ref)
     options = build(DeploySpec, {**{k: v for k, v in opts.items() if v is not None},
                                  "script_args": tuple(script_args or ()), "tokens": tokens})
     asked, source = _layout(cluster, model, layout, dp=dp, gpus=gpus, global_batch=global_batch,
                             precision=precision, from_search=from_search, flags=options.flags)
+    if asked.pipeline_layout:  # counted from its grammar before anything is expanded; the error names the option
+        parse_pipeline_layout(asked.pipeline_layout, asked.pp, asked.vpp, model.layers, path=("--pipeline-layout",))
     # predict the layout the framework runs (a ZeRO stage it lacks is mapped, or refused with --strict)
     par, _ = framework_layout(options.flags, asked, options.strict)
     prediction = None
+    warnings: list[str] = []
     if options.device == "gpu" and not no_predict:
         prediction = predict(model, cluster, par, tokens, source=source)
         if not prediction.fits:
-            typer.echo(f"warning: the layout needs {prediction.memory_gib_per_gpu:.1f} GiB per GPU of "
-                       f"{prediction.memory_capacity_gib:.1f} GiB (out of memory in the twin)", err=True)
+            warnings.append(f"the layout needs {prediction.memory_gib_per_gpu:.1f} GiB per GPU of "
+                            f"{prediction.memory_capacity_gib:.1f} GiB (out of memory in the twin)")
     plan = plan_job(cluster, model, asked, options, prediction)
-    for w in plan.warnings:
+    return plan, warnings + list(plan.warnings)
+
+
+DEPLOY_FIELDS = {"output": "log", "trainjob_runtime": "runtime", "cpu_procs_per_host": "cpu_procs"}
+"""DeploySpec fields whose command parameter has another name (the Slurm log pattern is ``--log``)."""
+
+
+def _warn(warnings: list[str]) -> None:
+    for w in warnings:
         typer.echo(f"warning: {w}", err=True)
-    return plan
 
 
 def _emit(text: str, plan: JobPlan, kind: str, output: Path | None, json_out: bool, executable: bool) -> None:
@@ -181,9 +194,12 @@ def slurm_command(
                 time_limit=time_limit, partition=partition, account=account, qos=qos, output=log,
                 preempt_lead_s=preempt_lead_s, preempt_grace_s=preempt_grace_s, container_image=container_image,
                 container_mounts=container_mounts, switch_wait=switch_wait, cpu_bind=cpu_bind, strict=strict)
-    plan = _plan(cluster, model, layout, dp, gpus, global_batch, precision, from_search, no_predict, tokens,
-                 script_args, opts)
-    _emit(render_sbatch(plan), plan, "slurm", output, json_out, executable=True)
+    with option_names(slurm_command, DEPLOY_FIELDS):
+        plan, warnings = _plan(cluster, model, layout, dp, gpus, global_batch, precision, from_search, no_predict,
+                               tokens, script_args, opts)
+        text = render_sbatch(plan)
+    _warn(warnings)
+    _emit(text, plan, "slurm", output, json_out, executable=True)
 
 
 @deploy_app.command("k8s")
@@ -234,11 +250,13 @@ def k8s_command(
                 checkpoint_pvc=checkpoint_pvc, preempt_grace_s=preempt_grace_s, trainjob_runtime=runtime,
                 cluster_queue=cluster_queue, cpu_bind=cpu_bind, strict=strict,
                 preempt_lead_s=max(DeploySpec().preempt_lead_s, preempt_grace_s + 1))
-    plan = _plan(cluster, model, layout, dp, gpus, global_batch, precision, from_search, no_predict, tokens,
-                 script_args, opts)
-    if cluster_queue is not None and queue is None:
-        raise SpecError("--cluster-queue needs --queue (the LocalQueue's name)")
-    text = render_manifests(plan, KINDS[kind])
+    with option_names(k8s_command, DEPLOY_FIELDS):
+        plan, warnings = _plan(cluster, model, layout, dp, gpus, global_batch, precision, from_search, no_predict,
+                               tokens, script_args, opts)
+        if cluster_queue is not None and queue is None:
+            raise SpecError("--cluster-queue needs --queue (the LocalQueue's name)")
+        text = render_manifests(plan, KINDS[kind])
+    _warn(warnings)
     if plan.options.checkpoint_pvc is None and plan.options.device == "gpu":
         typer.echo(f"warning: {NO_PVC_WARNING}", err=True)
     _emit(text, plan, "k8s", output, json_out, executable=False)

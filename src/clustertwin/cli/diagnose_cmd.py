@@ -47,7 +47,8 @@ def diagnose_command(
     if json_out:
         print_json(r.to_dict())
         return
-    console.print(f"{r.files_read} file(s), {r.lines_read} line(s) read; {len(r.findings)} finding(s)")
+    skipped = f", {r.files_skipped} file(s) not read" if r.files_skipped else ""  # counted, never silent
+    console.print(f"{r.files_read} file(s), {r.lines_read} line(s) read{skipped}; {len(r.findings)} finding(s)")
     if r.findings:
         console.print(findings_table(r.findings))
 

@@ -12,7 +12,7 @@ from clustertwin.errors import SpecError
 from clustertwin.facility.cost import price_note
 from clustertwin.hpc.compare import CompareResult, compare
 from clustertwin.hpc.estimate import run
-from clustertwin.hpc.workloads import KINDS, load_workload
+from clustertwin.hpc.workloads import KINDS, load_workload, workload_error
 from clustertwin.plan import plan
 
 hpc_app = typer.Typer(help="Science computing (FP64): HPL, HPCG, halo-exchange stencils; GPU choice per dollar.",
@@ -50,7 +50,10 @@ def estimate_command(workload: str = WorkloadArg, cluster: str = ClusterOpt, gpu
     """Predict an FP64 workload on a cluster, with its breakdown (HPL: Rmax, Rpeak, power; HPCG; stencil)."""
     c = load_cluster(cluster)
     w = _with_gpus(load_workload(workload), gpus)
-    res = run(c, w)
+    try:
+        res = run(c, w)
+    except SpecError as e:  # name the workload file (or --gpus) the offending value came from
+        raise workload_error(e, workload, ("gpus",) if gpus is not None else ()) from None
     cost = plan(c).facility.capex
     out = {**res.to_dict(), "cluster": c.name or c.id, "price_note": price_note(cost)}
     if json_out:

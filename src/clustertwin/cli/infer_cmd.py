@@ -131,9 +131,10 @@ def size_command(
         if qps is not None or disaggregated:
             raise SpecError("--trace sizes for the trace's own arrivals: drop --qps (rescale with --request-rate); "
                             "disaggregated pools are simulated by 'infer simulate --disaggregated'")
-        tr = _fleet.load_trace(trace, fmt, num_prompts, request_rate, duration_s, peak_to_mean, burst_fraction,
-                               burstiness, period_s, input_len or 1024, output_len or 256, length_cv, prefix_groups,
-                               prefix_tokens, seed, window_s)
+        with _fleet.option_names(size_command):
+            tr = _fleet.load_trace(trace, fmt, num_prompts, request_rate, duration_s, peak_to_mean, burst_fraction,
+                                   burstiness, period_s, input_len or 1024, output_len or 256, length_cv,
+                                   prefix_groups, prefix_tokens, seed, window_s)
         _size_trace(m, nodes, tr, slo_ttft_ms, slo_tpot_ms, 99.0 if attainment is None else attainment, tp,
                     precision, router, batching, weights_from, autoscale, usd_per_gpu_hour, window_s, calibration,
                     json_out)
@@ -176,10 +177,13 @@ def _size_trace(m, nodes, tr, slo_ttft_ms, slo_tpot_ms, attainment, tp, precisio
 
     if not 50 <= attainment < 100:
         raise SpecError("--attainment must be in [50, 100)")
-    res = size_for_trace(m, nodes, tr, slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms, attainment=attainment / 100,
-                         tps=tp or None, precisions=precision, router=router, batching=batching,
-                         weights_from=weights_from, autoscale=autoscale, usd_per_gpu_hour_override=usd_per_gpu_hour,
-                         window_s=window_s, calibration=load_calibration(calibration))
+    with _fleet.option_names(size_command):  # validate everything before printing anything
+        res = size_for_trace(m, nodes, tr, slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms,
+                             attainment=attainment / 100, tps=tp or None, precisions=precision, router=router,
+                             batching=batching, weights_from=weights_from, autoscale=autoscale,
+                             usd_per_gpu_hour_override=usd_per_gpu_hour, window_s=window_s,
+                             calibration=load_calibration(calibration))
+    _fleet.report_trace(tr)
     if json_out:
         print_json(res)
         return

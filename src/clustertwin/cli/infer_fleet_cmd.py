@@ -4,12 +4,15 @@ and the trace options shared with ``infer size --trace``."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 import typer
 
 from clustertwin.cli.common import console, err_console, load_calibration, load_model, print_json, table
+from clustertwin.cli.option_errors import option_names as _option_names
 from clustertwin.errors import SpecError
 
 TraceOpt = typer.Option(None, "--trace", help="Trace file (Azure LLM CSV, BurstGPT CSV, Mooncake JSONL) or "
@@ -36,7 +39,8 @@ def load_trace(trace: str | None, fmt: str | None, num_prompts: int | None, requ
                duration_s: float, peak_to_mean: float, burst_fraction: float, burstiness: float,
                period_s: float, input_len: int, output_len: int, length_cv: float, prefix_groups: int,
                prefix_tokens: int, seed: int, window_s: float):
-    """The trace a command runs on; malformed-line counts go to stderr (never silently dropped)."""
+    """The trace a command runs on. Its malformed-line counts are printed by :func:`report_trace` once the
+    command has validated the rest of its input, so a run that exits 2 prints its error line alone."""
     from clustertwin.infer import inputs
     from clustertwin.infer.synthetic import SyntheticSpec, generate
     from clustertwin.infer.traces import read_trace
@@ -53,15 +57,29 @@ def load_trace(trace: str | None, fmt: str | None, num_prompts: int | None, requ
                                     prefix_tokens=prefix_tokens, seed=seed))
     else:
         tr = read_trace(Path(trace), fmt)
-        if tr.report.bad or tr.report.excluded:
-            err_console.print(f"trace: {tr.report.summary()}", markup=False, highlight=False)
-            for line in tr.report.first_bad:
-                err_console.print(f"  {line}", markup=False, highlight=False)
         if request_rate is not None:
             tr = tr.with_rate(request_rate)
     if num_prompts is not None:
         tr = tr.head(num_prompts)
     return tr
+
+
+def report_trace(tr: Any) -> None:
+    """Malformed and excluded lines of a trace file on stderr (never silently dropped)."""
+    if tr.report.bad or tr.report.excluded:
+        err_console.print(f"trace: {tr.report.summary()}", markup=False, highlight=False)
+        for line in tr.report.first_bad:  # one line each, in the one-line format (no indented continuation)
+            err_console.print(f"trace: {line}", markup=False, highlight=False)
+
+
+FIELD_OPTIONS = {"rate": "request_rate", "chunked_prefill": "chunked", "kind": "trace", "tps": "tp",
+                 "precisions": "precision"}
+"""Model fields whose command parameter has another name (SyntheticSpec.rate is ``--request-rate`` ...)."""
+
+
+def option_names(command: Callable[..., Any]) -> AbstractContextManager[None]:
+    """Errors of the block name ``command``'s options (:func:`clustertwin.cli.option_errors.option_names`)."""
+    return _option_names(command, FIELD_OPTIONS)
 
 
 def _deployment(model: str, node: str | None, gpu: str | None, tp: int, precision: str, kv_precision: str | None,
@@ -150,25 +168,26 @@ def simulate_command(
     prefill/decode disaggregation; vLLM-style latency metrics, SLO attainment and cost per window."""
     from clustertwin.infer import FleetPolicy, simulate_fleet
 
-    tr = load_trace(trace, fmt, num_prompts, request_rate, duration_s, peak_to_mean, burst_fraction, burstiness,
-                    period_s, input_len, output_len, length_cv, prefix_groups, prefix_tokens, seed, window_s)
-    dep = _deployment(model, node, gpu, tp, precision, kv_precision, calibration)
-    pol = FleetPolicy(replicas=replicas, router=router, autoscale=autoscale, min_replicas=min_replicas,
-                      max_replicas=max_replicas, target_metric=target_metric, target_value=target_value,
-                      scale_interval_s=scale_interval_s, scale_down_delay_s=scale_down_delay_s,
-                      weights_from=weights_from, cold_start_s=cold_start_s, max_queue=max_queue,
-                      max_concurrency=max_concurrency, batching=batching, chunked_prefill=chunked,
-                      disaggregated=disaggregated, prefill_replicas=prefill_replicas,
-                      decode_replicas=decode_replicas, kv_path=kv_path)
-    kw = {"slo_ttft_ms": slo_ttft_ms, "slo_tpot_ms": slo_tpot_ms, "window_s": window_s,
-          "usd_per_gpu_hour": usd_per_gpu_hour, "request_rate": request_rate}
-    res = simulate_fleet(dep, tr, pol, **kw)
-    colo = None
-    if disaggregated:
-        from dataclasses import replace
+    with option_names(simulate_command):  # validate everything before printing anything
+        tr = load_trace(trace, fmt, num_prompts, request_rate, duration_s, peak_to_mean, burst_fraction, burstiness,
+                        period_s, input_len, output_len, length_cv, prefix_groups, prefix_tokens, seed, window_s)
+        dep = _deployment(model, node, gpu, tp, precision, kv_precision, calibration)
+        pol = FleetPolicy(replicas=replicas, router=router, autoscale=autoscale, min_replicas=min_replicas,
+                          max_replicas=max_replicas, target_metric=target_metric, target_value=target_value,
+                          scale_interval_s=scale_interval_s, scale_down_delay_s=scale_down_delay_s,
+                          weights_from=weights_from, cold_start_s=cold_start_s, max_queue=max_queue,
+                          max_concurrency=max_concurrency, batching=batching, chunked_prefill=chunked,
+                          disaggregated=disaggregated, prefill_replicas=prefill_replicas,
+                          decode_replicas=decode_replicas, kv_path=kv_path)
+        kw = {"slo_ttft_ms": slo_ttft_ms, "slo_tpot_ms": slo_tpot_ms, "window_s": window_s,
+              "usd_per_gpu_hour": usd_per_gpu_hour, "request_rate": request_rate}
+        res = simulate_fleet(dep, tr, pol, **kw)
+        colo = None
+        if disaggregated:
+            from dataclasses import replace
 
-        colo = simulate_fleet(dep, tr, replace(pol, disaggregated=False, replicas=prefill_replicas + decode_replicas),
-                              **kw)
+            colo = simulate_fleet(dep, tr, replace(pol, disaggregated=False, replicas=prefill_replicas + decode_replicas),
+                                  **kw)
     out = {**res.to_dict(), "model_id": dep.model.id or dep.model.name, "tp": tp, "precision": precision,
            "gpu": dep.gpu.id or dep.gpu.name}
     if colo is not None:
@@ -178,6 +197,7 @@ def simulate_command(
             save_result.write_text(json.dumps(_clean(out), indent=2))
         except OSError as e:
             raise SpecError(f"cannot write {save_result}: {e.strerror}") from None
+    report_trace(tr)
     if json_out:
         print_json(out)
         return

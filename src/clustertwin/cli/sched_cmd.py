@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import typer
 from rich.console import Console
-from rich.progress import Progress
 
 from clustertwin.cli.common import DEFAULT_CLUSTER, JsonOpt, console, load_cluster, print_json, table
+from clustertwin.cli.progress import LazyProgress
 from clustertwin.cli.terminal import SafeConsole
 from clustertwin.errors import SpecError
 from clustertwin.sched import cluster as sched_cluster
@@ -76,20 +76,17 @@ def _read(trace: Path, fmt: str, strict: bool, cl: sched_cluster.SchedCluster, l
           sensor: Path | None = None):
     if limit_jobs is not None and limit_jobs < 1:
         raise SpecError("--max-jobs must be >= 1")
-    tr = readers.read_trace(trace, fmt, strict=strict, cluster_gpus=cl.total_gpus, max_jobs=limit_jobs,
-                            sensor=sensor)
+    from clustertwin.sched.synthetic import GENERATE_STEPS
+
+    with LazyProgress() as bar:  # a bar on stderr once generating a synthetic trace takes over a second
+        gen = bar.task("generating synthetic jobs", GENERATE_STEPS) if fmt == "synthetic" else None
+        tr = readers.read_trace(trace, fmt, strict=strict, cluster_gpus=cl.total_gpus, max_jobs=limit_jobs,
+                                sensor=sensor, progress=gen)
     if limit_jobs is not None:
         jobs = tr.jobs.subset(slice(0, limit_jobs))
         tr.report.excluded["beyond --max-jobs"] += len(tr.jobs) - len(jobs)
         return jobs, tr.report
     return tr.jobs, tr.report
-
-
-def _progress_runner(quiet: bool):
-    """(context manager, callback factory) showing a rich progress bar on a terminal."""
-    if quiet or not console.is_terminal:
-        return None
-    return Progress(transient=True, console=console)
 
 
 def simulate_command(
@@ -113,8 +110,8 @@ def simulate_command(
                                               help="Inject node failures at the reliability model's "
                                                    "per-node rate (Llama 3 calibration)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the failure generator."),
-    max_jobs: int | None = typer.Option(None, "--max-jobs", help="Replay only the first N jobs (also lifts the "
-                                        "synthetic job cap to N)."),
+    max_jobs: int | None = typer.Option(None, "--max-jobs", help="Replay only the first N jobs (a synthetic "
+                                        "spec above the job cap generates only N <= the cap)."),
     max_requeues: int = typer.Option(engine.MAX_REQUEUES_DEFAULT, "--max-requeues",
                                      help="Stop with a message after this many requeue events."),
     max_failure_events: int = typer.Option(failures.MAX_FAILURE_EVENTS, "--max-failure-events",
@@ -158,21 +155,12 @@ def simulate_command(
                                              max_events=max_failure_events)
     runs = [(p, pl) for p in pols for pl in places]
     results = []
-    prog = _progress_runner(json_out)
-    if prog is not None:
-        prog.start()
-    try:
+    with LazyProgress() as bar:  # stderr, once a replay takes over a second (cli/progress.py)
         for p, pl in runs:
-            cb = None
-            if prog is not None:
-                task = prog.add_task(f"{p.name} / {pl}", total=len(jobs))
-                cb = (lambda tk: (lambda k: prog.update(tk, completed=k)))(task)
-            res = engine.simulate(cl, jobs, p, placement=pl, failures=fail, backfill_window=backfill_window,
-                                  max_requeues=max_requeues, progress=cb, record_allocations=show_jobs)
-            results.append(res)
-    finally:
-        if prog is not None:
-            prog.stop()
+            results.append(engine.simulate(cl, jobs, p, placement=pl, failures=fail,
+                                           backfill_window=backfill_window, max_requeues=max_requeues,
+                                           progress=bar.task(f"{p.name} / {pl}", len(jobs)),
+                                           record_allocations=show_jobs))
     out = []
     for res in results:
         m = metrics.compute(res, skipped_lines=report.malformed)
@@ -251,20 +239,11 @@ def fill_command(
         raise SpecError(f"--loads '{loads}' must be comma-separated fractions of capacity in (0, {fill.MAX_LOAD:g}]")
     cl = _cluster(cluster, node_list, nodes_per_leaf)
     jobs, report = _read(trace, fmt, strict, cl, None)
-    prog = _progress_runner(json_out)
     results = []
-    if prog is not None:
-        prog.start()
-    try:
+    with LazyProgress() as bar:
         for pl in places:
-            cb = None
-            if prog is not None:
-                task = prog.add_task(f"fill / {pl}", total=None)
-                cb = (lambda tk: (lambda k: prog.update(tk, completed=k)))(task)
-            results.append(fill.fill(cl, jobs, pl, loads=load_list, seed=seed, progress=cb))
-    finally:
-        if prog is not None:
-            prog.stop()
+            results.append(fill.fill(cl, jobs, pl, loads=load_list, seed=seed,
+                                     progress=bar.task(f"fill / {pl}", None)))
     if json_out:
         print_json({"cluster": cl.to_dict(), "trace": report.to_dict(), "seed": seed,
                     "placements": [r.to_dict() for r in results]})

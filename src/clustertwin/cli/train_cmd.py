@@ -46,12 +46,13 @@ DatasetOpt = typer.Option("tokenized-text", "--dataset",
 RECOMPUTE = ("none", "selective", "full")
 
 
-def _path_inputs(placement: str, dataset: str) -> dict[str, Any]:
-    """``placement`` and ``dataset`` keyword arguments of the train library calls."""
+def _path_inputs(placement: str, dataset: str, nodes: int | None = None) -> dict[str, Any]:
+    """``placement`` and ``dataset`` keyword arguments of the train library calls; a node list is checked
+    against the cluster's ``nodes`` before it is listed."""
     from clustertwin.datapath import dataset as get_dataset
     from clustertwin.train.topology_comm import parse_placement, placement_key
 
-    pl = parse_placement(placement)
+    pl = parse_placement(placement, nodes)
     placement_key(pl)
     ds = None if dataset in ("none", "") else get_dataset(dataset).name
     return {"placement": pl, "dataset": ds}
@@ -181,6 +182,7 @@ def estimate_command(
 ) -> None:
     """Step time, MFU, throughput and memory of one layout, with breakdowns."""
     from clustertwin.train import estimate, time_to_train
+    from clustertwin.train.layout_string import parse_pipeline_layout
     from clustertwin.train.params import resolve_params
     from clustertwin.train.resolve import resolve_parallelism
     from clustertwin.train.stack import resolve_stack
@@ -200,9 +202,11 @@ def estimate_command(
         "recompute_modules": [x.strip() for x in recompute_modules.split(",") if x.strip()] or None},
         gpus or c.total_gpus, prefix=(),
         stack=resolve_stack(stack, c, resolve_params(None, cal)))
+    if par.pipeline_layout:  # grammar counts checked before anything is expanded; the error names the option
+        parse_pipeline_layout(par.pipeline_layout, par.pp, par.vpp, m.layers, path=("--pipeline-layout",))
     if with_failures and not tokens:
         raise SpecError("--with-failures needs a token budget (--tokens)")
-    e = estimate(m, c, par, calibration=cal, **_path_inputs(placement, dataset))
+    e = estimate(m, c, par, calibration=cal, **_path_inputs(placement, dataset, c.nodes))
     ttt = time_to_train(e, tokens, c, usd_per_gpu_hour) if tokens else None
     rel = None
     if with_failures and ttt:
@@ -270,7 +274,7 @@ def search_command(
                    zero=zero)
     res = search(m, c, global_batch=global_batch, gpus=gpus, precision=precision, fixed=fixed, top=top,
                  calibration=load_calibration(calibration, c, force), software_stack=stack,
-                 **_path_inputs(placement, dataset))
+                 **_path_inputs(placement, dataset, c.nodes))
     ttt = time_to_train(res.best, tokens, c, usd_per_gpu_hour) if (tokens and res.best) else None
     if json_out:
         d = res.to_dict()
@@ -319,7 +323,7 @@ def scale_command(
     c = load_cluster(cluster)
     m = _seq_model(model, seq_len)
     res = scale(m, c, global_batch=global_batch, max_gpus=max_gpus, start_gpus=start_gpus, precision=precision,
-                calibration=load_calibration(calibration, c, force), **_path_inputs(placement, dataset))
+                calibration=load_calibration(calibration, c, force), **_path_inputs(placement, dataset, c.nodes))
     ttts = [time_to_train(p.estimate, tokens, c, usd_per_gpu_hour) if (tokens and p.estimate) else None
             for p in res.points]
     if json_out:

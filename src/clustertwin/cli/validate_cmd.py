@@ -50,6 +50,10 @@ def validate_command(
     rows.append(["all", s["count"], s["failed"], _pct(s["median_abs_rel_error"]), _pct(s["mean_abs_rel_error"]),
                  _pct(s["max_abs_rel_error"])])
     console.print(table("summary (|relative error|)", ["kind", "cases", "failed", "median", "mean", "max"], rows))
+    if s["skipped"]:  # cases left out by --kind: counted, never dropped silently
+        by_kind = ", ".join(f"{k} {n}" for k, n in s["skipped_by_kind"].items())
+        console.print(f"skipped {s['skipped']} case(s) of other kinds (--kind {','.join(sorted(kinds or ()))}): "
+                      f"{by_kind}", markup=False, highlight=False)
 
 
 def _pct(v: float | None) -> str:

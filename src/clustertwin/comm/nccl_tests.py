@@ -34,8 +34,10 @@ import numpy as np
 from clustertwin.comm.algorithms import NVLS_MAX_ARITY
 from clustertwin.comm.links import MESH_KINDS
 from clustertwin.comm.model import OPS, collective
+from clustertwin.comm.nccl_rows import BadRow, Block, Row, looks_like_row, parse_row  # noqa: F401 (Block: re-exported)
 from clustertwin.comm.params import DEFAULT_PARAMS, CommParams
 from clustertwin.errors import SpecError
+from clustertwin.inputs import MAX_DOCUMENT_BYTES, RowDamage, parse_int, read_dirty_text
 from clustertwin.specs.calibration import Calibration
 from clustertwin.specs.cluster import ClusterSpec
 
@@ -44,40 +46,18 @@ _VERSION_RE = re.compile(r"\bNCCL\s+(?:version\s+)?(\d+\.\d+\.\d+)")
 _LIBRARY_RE = re.compile(r"nccl-library=(\d+)")
 _NVLS_ENV_RE = re.compile(r"NCCL_NVLS_ENABLE set by environment to (\d+)")
 _RANK_RE = re.compile(r"#\s*Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)")
-_NUM = re.compile(r"^-?\d+(\.\d+)?([eE][-+]?\d+)?$")
 _OP_NAMES = {"alltoall": "all_to_all", "sendrecv": "send_recv"}
 
 BOUNDS: dict[str, tuple[float, float]] = {
-    "nvlink_efficiency": (0.2, 1.0), "mesh_efficiency": (0.2, 1.0), "pcie_efficiency": (0.2, 1.0),
+    "nvlink_efficiency": (0.2, 1.06), "mesh_efficiency": (0.2, 1.06), "pcie_efficiency": (0.2, 1.06),
     "network_efficiency": (0.2, 1.06), "launch_us": (0.2, 50.0), "graph_launch_us": (0.05, 20.0),
     "nvlink_hop_us_ll": (0.05, 10.0), "pcie_hop_us_ll": (0.1, 20.0), "proxy_step_us_ll": (0.05, 50.0),
     "nvlink_hop_us_simple": (0.1, 20.0), "nic_latency_us": (0.05, 20.0),
     "proxy_step_us_simple": (0.5, 2000.0), "nvls_fanin_gb_per_s": (2000.0, 200000.0),
     "tree_stage_gb_per_s": (2.0, 200.0),
 }
-"""Physical bounds of the fitted parameters."""
-
-
-@dataclass(frozen=True)
-class Block:
-    """One timing block of a row (out-of-place or in-place)."""
-
-    time_us: float
-    algbw_gb_per_s: float
-    busbw_gb_per_s: float
-    wrong: int | None
-    """``#wrong``; None when the run did not check (``N/A``)."""
-
-
-@dataclass(frozen=True)
-class Row:
-    size_bytes: int
-    count: int
-    dtype: str
-    redop: str
-    root: int
-    out_of_place: Block | None
-    in_place: Block | None
+"""Search box of the fitted parameters; the efficiencies' boxes reach past their physical bound (<= 1, CommParams)
+so that a fit above it is reported as failed (:meth:`Calibration.fit_problem`) instead of pinned at 1."""
 
 
 @dataclass
@@ -92,12 +72,14 @@ class NcclTestsLog:
     cuda_graph: bool
     rows: list[Row] = field(default_factory=list)
     malformed: list[str] = field(default_factory=list)
-    """Data-looking lines that did not parse (kept verbatim, counted in reports)."""
+    """Data-looking lines that did not parse or broke a number rule (kept verbatim, counted in reports)."""
     nvls: bool = True
     """False when the log shows ``NCCL_NVLS_ENABLE set by environment to 0`` (NCCL_DEBUG=INFO)."""
     nccl_version: str | None = None
     """The NCCL release the run used, from ``# nccl-tests version ... nccl-library=22602`` (nccl-tests >= 2.13)
     or an ``NCCL version 2.26.2+cuda12.8`` line (NCCL_DEBUG=INFO); None when the log does not say."""
+    damage: RowDamage = field(default_factory=RowDamage)
+    """The malformed lines by cause (``time <= 0``, ``not finite``, ...) with the first line of each."""
 
     @property
     def wrong_rows(self) -> int:
@@ -112,50 +94,36 @@ def _bad(r: Row) -> bool:
     return any(b is not None and b.wrong not in (None, 0) for b in (r.out_of_place, r.in_place))
 
 
-def _block(tokens: list[str]) -> Block | None:
-    if tokens[0].upper() == "N/A":  # a block the tool did not run (node bench: torch's all_reduce is in-place)
-        return None
-    time_us, algbw, busbw = (float(t) for t in tokens[:3])
-    wrong = None if tokens[3].upper() == "N/A" else int(float(tokens[3]))
-    return Block(time_us, algbw, busbw, wrong)
+MAX_RANKS = 2**24
+"""Most ranks (and threads x GPUs) a log header may declare."""
 
 
-def _row(line: str) -> Row:
-    tok = line.split()
-    size, count, dtype = int(tok[0]), int(tok[1]), tok[2]
-    rest = tok[3:]
-    redop = "none"
-    if rest and not _NUM.match(rest[0]):
-        redop, rest = rest[0], rest[1:]
-    root = -1
-    if len(rest) in (5, 9):  # a root column precedes the blocks
-        root, rest = int(rest[0]), rest[1:]
-    if len(rest) not in (4, 8):
-        raise ValueError(f"expected 4 or 8 timing fields, found {len(rest)}")
-    oop, ip = _block(rest[:4]), _block(rest[4:8]) if len(rest) == 8 else None
-    if oop is None and ip is None:
-        raise ValueError("no timing in either block")
-    return Row(size, count, dtype, redop, root, oop, ip)
+def _header_int(text: str, what: str, line: int, name: str, lo: int = 1, hi: int = MAX_RANKS) -> int:
+    """A header number (``nThread``, ``nGpus``, a rank); out of range is a SpecError naming file and line."""
+    return parse_int(text, f"line {line}: {what}", min_value=lo, max_value=hi, file=name)
 
 
 def parse_log(text: str, name: str = "<log>", op: str | None = None) -> NcclTestsLog:
-    """Parse nccl-tests / rccl-tests output (see the module docstring). ``op`` overrides detection."""
+    """Parse nccl-tests / rccl-tests output (see the module docstring). ``op`` overrides detection. A data
+    line that does not parse, or whose numbers break a rule (:mod:`clustertwin.comm.nccl_rows`), is
+    malformed: counted by cause and left out."""
     detected = op
     n_gpus, n_thread, graph = 1, 1, False
     ranks: dict[int, str] = {}
     rows: list[Row] = []
     malformed: list[str] = []
+    damage = RowDamage()
     version: str | None = None
     nvls = True
-    for raw in text.splitlines():
+    for i, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
         if not line:
             continue
         if version is None:
-            version = _version(line)
+            version = _version(line, i, name)
         env = _NVLS_ENV_RE.search(line)
         if env:
-            nvls = int(env.group(1)) != 0
+            nvls = _header_int(env.group(1), "NCCL_NVLS_ENABLE", i, name, lo=0) != 0
         if detected is None:
             m = _OP_RE.search(line)
             if m:
@@ -163,40 +131,45 @@ def parse_log(text: str, name: str = "<log>", op: str | None = None) -> NcclTest
         if line.startswith("#"):
             m = re.search(r"nThread\s+(\d+)\s+nGpus\s+(\d+)", line)
             if m:
-                n_thread, n_gpus = int(m.group(1)), int(m.group(2))
+                n_thread = _header_int(m.group(1), "nThread", i, name)
+                n_gpus = _header_int(m.group(2), "nGpus", i, name)
             g = re.search(r"\bgraph:\s*(\d+)", line)
             if g:
-                graph = int(g.group(1)) > 0
+                graph = _header_int(g.group(1), "graph", i, name, lo=0) > 0
             r = _RANK_RE.search(line)
             if r:
-                ranks[int(r.group(1))] = r.group(2)
+                ranks[_header_int(r.group(1), "Rank", i, name, lo=0, hi=MAX_RANKS - 1)] = r.group(2)
             continue
-        if not line[0].isdigit():
+        if not looks_like_row(line):
             continue
         try:
-            rows.append(_row(line))
+            rows.append(parse_row(line))
+        except BadRow as e:
+            malformed.append(raw)
+            damage.add(e.cause, i)
         except (ValueError, IndexError):
             malformed.append(raw)
+            damage.add("unparsable", i)
     if detected is None:
         m = _OP_RE.search(Path(name).name) or re.search(r"(all_reduce|all_gather|reduce_scatter|alltoall|"
                                                          r"broadcast|reduce|sendrecv)", Path(name).name)
         if m:
             detected = _OP_NAMES.get(m.group(1), m.group(1))
     if detected is None:
-        raise SpecError(f"{name}: cannot tell which collective this log measured (no '*_perf' line; "
-                        "name the file after the test, e.g. all_reduce_perf.log)")
+        raise SpecError("cannot tell which collective this log measured (no '*_perf' line; "
+                        "name the file after the test, e.g. all_reduce_perf.log)", file=name)
     if detected not in OPS:
-        raise SpecError(f"{name}: unsupported collective '{detected}'")
+        raise SpecError(f"unsupported collective '{detected}'", file=name)
     if not rows:
-        raise SpecError(f"{name}: no nccl-tests data rows found"
-                        + (f" ({len(malformed)} malformed lines)" if malformed else ""))
+        raise SpecError("no nccl-tests data rows found"
+                        + (f" ({len(malformed)} malformed lines: {damage.summary()})" if malformed else ""),
+                        file=name)
     n_ranks = len(ranks) if ranks else n_thread * n_gpus
     hosts = len(set(ranks.values())) if ranks else 1
-    del n_thread
-    return NcclTestsLog(name, detected, n_ranks, hosts, n_gpus, graph, rows, malformed, nvls, version)
+    return NcclTestsLog(name, detected, n_ranks, hosts, n_gpus, graph, rows, malformed, nvls, version, damage)
 
 
-def _version(line: str) -> str | None:
+def _version(line: str, i: int = 0, name: str = "<log>") -> str | None:
     """The NCCL release a header line names: ``nccl-library=22602`` (NCCL_VERSION_CODE, major x 10000 +
     minor x 100 + patch), ``NCCL version 2.26.2`` or ``NCCL 2.26.2`` (``node bench``'s header)."""
     m = _VERSION_RE.search(line)
@@ -204,19 +177,20 @@ def _version(line: str) -> str | None:
         return m.group(1)
     m = _LIBRARY_RE.search(line)
     if m:
-        code = int(m.group(1))
+        code = _header_int(m.group(1), "nccl-library", i, name, lo=0, hi=10**8)
         return f"{code // 10000}.{code // 100 % 100}.{code % 100}"
     return None
 
 
 def read_logs(paths: list[str | Path]) -> list[NcclTestsLog]:
-    """Read and parse each file; a missing file is a one-line SpecError."""
+    """Read and parse each file; a missing, unreadable or oversize file is a one-line SpecError naming it
+    (bytes that are not UTF-8 become U+FFFD, so a data line holding one is counted as malformed)."""
     out = []
     for p in paths:
         path = Path(p)
-        if not path.is_file():
+        if not path.is_file() and not path.is_dir():
             raise SpecError(f"nccl-tests log not found: {path}")
-        out.append(parse_log(path.read_text(errors="replace"), str(path)))
+        out.append(parse_log(read_dirty_text(path, max_bytes=MAX_DOCUMENT_BYTES).text, str(path)))
     return out
 
 
@@ -337,13 +311,26 @@ def _nodes(cluster: ClusterSpec, lg: NcclTestsLog) -> int:
     return -(-lg.ranks // ranks_per_node(cluster, lg))
 
 
+def _check_rank_table(cluster: ClusterSpec, lg: NcclTestsLog) -> None:
+    """The log's rank table (ranks, and ranks per host) fits ``cluster``; a SpecError naming the log if not."""
+    ppn = ranks_per_node(cluster, lg)
+    if lg.ranks > cluster.total_gpus:
+        raise SpecError(f"{lg.ranks} ranks but the cluster has {cluster.total_gpus} GPUs", file=lg.name)
+    if ppn > cluster.node.gpus or _nodes(cluster, lg) > cluster.nodes:
+        raise SpecError(f"the rank table puts {lg.ranks} ranks on {lg.hosts} host(s) ({ppn} per host); the cluster "
+                        f"has {cluster.nodes} node(s) of {cluster.node.gpus} GPUs", file=lg.name)
+
+
 def _residuals(cluster: ClusterSpec, samples: list, p: CommParams) -> np.ndarray:
     res = []
     for lg, sizes, times in samples:
         ppn = ranks_per_node(cluster, lg)
-        pred = collective(cluster, lg.op, sizes, lg.ranks, ranks_per_node=ppn, params=p,
-                          gpus_per_process=lg.gpus_per_process, cuda_graph=lg.cuda_graph,
-                          nccl_version=lg.nccl_version, nvls=lg.nvls).time_s
+        try:
+            pred = collective(cluster, lg.op, sizes, lg.ranks, ranks_per_node=ppn, params=p,
+                              gpus_per_process=lg.gpus_per_process, cuda_graph=lg.cuda_graph,
+                              nccl_version=lg.nccl_version, nvls=lg.nvls).time_s
+        except SpecError as e:  # a semantic error of one log (its rank table against the cluster)
+            raise e.with_context(file=lg.name) from None
         res.append(np.log(np.asarray(pred) * 1e6 / times))
     return np.concatenate(res)
 
@@ -362,8 +349,7 @@ def fit(cluster: ClusterSpec, logs: list[NcclTestsLog], names: list[str] | None 
     if not samples:
         raise SpecError("no usable rows in the nccl-tests logs (all malformed or #wrong > 0)")
     for lg in logs:
-        if lg.ranks > cluster.total_gpus:
-            raise SpecError(f"{lg.name}: {lg.ranks} ranks but the cluster has {cluster.total_gpus} GPUs")
+        _check_rank_table(cluster, lg)
     lo = np.log([BOUNDS.get(n, (1e-3, 1e3))[0] for n in names])
     hi = np.log([BOUNDS.get(n, (1e-3, 1e3))[1] for n in names])
     x0 = np.clip(np.log([float(getattr(base, n)) for n in names]), lo + 1e-9, hi - 1e-9)
@@ -387,4 +373,8 @@ def fit(cluster: ClusterSpec, logs: list[NcclTestsLog], names: list[str] | None 
            f"lines left out; median |time error| {err_b:.1%} -> {err_a:.1%}")
     if not math.isfinite(err_a):
         raise SpecError("the fit did not converge (non-finite residuals)")
-    return FitResult(Calibration(comm=fitted, source=src), fitted, used, wrong, bad, err_b, err_a)
+    cal = Calibration(comm=fitted, source=src)
+    if problem := cal.fit_problem():  # a fit past a physical bound: the logs are faster than the spec allows
+        raise SpecError(f"failed fit: {problem}; no calibration written (a damaged log, or a cluster spec with "
+                        "slower links than the measured hosts)")
+    return FitResult(cal, fitted, used, wrong, bad, err_b, err_a)

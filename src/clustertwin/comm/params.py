@@ -33,9 +33,11 @@ class CommParams(BaseModel):
     ring measurement was found, so the NVLink protocol overhead is assumed."""
     pcie_efficiency: Fraction = 0.76
     """Fraction of a PCIe x16 link NCCL reaches: NCCL's PCI_BW 12 GB/s for Gen3 x16 (15.75 raw), topo.h."""
-    network_efficiency: Positive = 1.0
+    network_efficiency: Fraction = 1.0
     """Multiplier on the fabric's ``achievable_fraction`` (a calibration knob; 1.0 = the catalog's
-    per-NIC NCCL ceiling)."""
+    per-NIC NCCL ceiling). At most 1, like every efficiency here: the catalog ceiling is already the
+    NIC's share NCCL reaches, and a fit above it means the logs ran faster than the cluster spec's links
+    (a damaged log, or a spec with slower NICs than the measured hosts)."""
     ll_bw_factor: Fraction = 0.5
     """LL protocol bandwidth factor: 4 B payload per 8 B store (tuning.cc ring LL busBw x 0.5)."""
     ll128_bw_factor: Fraction = 0.92
@@ -179,7 +181,8 @@ class CommParams(BaseModel):
             return type(self).model_validate(data)
         except ValidationError as e:
             err = e.errors()[0]
-            raise SpecError(str(err["msg"]), path=("comm", *[str(p) for p in err["loc"]])) from None
+            got = f" (got {err['input']!r})" if "input" in err and not isinstance(err["input"], dict) else ""
+            raise SpecError(f"{err['msg']}{got}", path=("comm", *[str(p) for p in err["loc"]])) from None
 
 
 DEFAULT_PARAMS = CommParams()

@@ -28,7 +28,8 @@ from clustertwin.specs.cluster import ClusterSpec
 from clustertwin.topology import GroupSpan
 
 MAX_LISTED_INDICES = 10_000_000
-"""Upper bound on the GPU indices one placement list may expand to (guards against typos like 0-1e12)."""
+"""Upper bound on the GPU indices one placement list may expand to (guards against typos like 0-1e12); the
+cluster's own GPU (node) count is the bound when it is smaller (:func:`parse_index_list`)."""
 _CACHE_SIZE = 256
 _cache: dict[tuple[ClusterSpec, int, bytes], Placement] = {}
 
@@ -81,26 +82,35 @@ def index_ranges(values: np.ndarray) -> str:
 
 def parse_index_list(text: str, limit: int, what: str = "GPU") -> np.ndarray:
     """Parse ``"0-7,64-71"`` (inclusive ranges and single indices, separated by commas or whitespace)
-    into an int64 array, in the given order; every index must lie in ``0 .. limit-1``."""
+    into an int64 array, in the given order; every index must lie in ``0 .. limit-1``.
+
+    Work cap: each range is checked against ``limit`` (an end longer than ``limit`` has digits is refused
+    unconverted) and the running count against ``min(limit, MAX_LISTED_INDICES)`` -- more indices than
+    there are would repeat one -- before its indices are allocated."""
     tokens = [t for t in text.replace(",", " ").split() if t]
     if not tokens:
         raise SpecError(f"empty {what} placement list")
+    cap = min(int(limit), MAX_LISTED_INDICES)
+    digits = len(str(max(int(limit) - 1, 0)))
     parts: list[np.ndarray] = []
     total = 0
     for tok in tokens:
+        shown = tok if len(tok) <= 40 else tok[:37] + "..."
         lo_s, sep, hi_s = tok.partition("-")
-        try:
-            lo = int(lo_s)
-            hi = int(hi_s) if sep else lo
-        except ValueError:
-            raise SpecError(f"bad {what} range '{tok}' in placement (use e.g. 0-7,64-71)") from None
+        if not (lo_s.isascii() and lo_s.isdigit() and (not sep or (hi_s.isascii() and hi_s.isdigit()))):
+            raise SpecError(f"bad {what} range '{shown}' in placement (use e.g. 0-7,64-71)")
+        if max(len(lo_s.lstrip("0")), len(hi_s.lstrip("0"))) > digits:
+            raise SpecError(f"{what} index range '{shown}' in placement is outside 0..{limit - 1}")
+        lo = int(lo_s)
+        hi = int(hi_s) if sep else lo
         if hi < lo:
             raise SpecError(f"bad {what} range '{tok}' in placement: end before start")
         if lo < 0 or hi >= limit:
             raise SpecError(f"{what} index range '{tok}' in placement is outside 0..{limit - 1}")
         total += hi - lo + 1
-        if total > MAX_LISTED_INDICES:
-            raise SpecError(f"placement lists more than {MAX_LISTED_INDICES:,} {what} indices")
+        if total > cap:
+            raise SpecError(f"placement lists more than {cap:,} {what} indices (0..{limit - 1} holds {limit:,}; "
+                            "an index may appear once)")
         parts.append(np.arange(lo, hi + 1, dtype=np.int64))
     return np.concatenate(parts)
 

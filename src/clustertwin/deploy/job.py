@@ -8,11 +8,13 @@ the renderers quote them again for their target (``shlex.quote`` for shell, ``ya
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
+from clustertwin.deploy import grammars
 from clustertwin.deploy.prediction import (  # noqa: F401 (re-exported)
     CHINCHILLA_TOKENS_PER_PARAM,
     Prediction,
@@ -45,6 +47,12 @@ fit a 63-character DNS label."""
 SLURM_JOB_NAME_MAX = 64
 """Longest Slurm job name we emit (longer names are legal but truncated by squeue's default columns)."""
 
+GRAMMARS: dict[str, Callable[[str], str]] = {
+    "topology_label": grammars.label_key, "rdma_resource": grammars.extended_resource,
+    "image": grammars.image_reference, "container_image": grammars.pyxis_image, "ib_hca": grammars.ib_hca,
+    "socket_ifname": grammars.socket_ifname}
+"""Field -> the grammar its value must match (each returns the value or raises ValueError)."""
+
 LayoutFlags = Literal["megatron", "nemo", "torchtitan", "none"]
 Device = Literal["gpu", "cpu"]
 
@@ -53,8 +61,6 @@ _SLURM_TIME = re.compile(r"^(\d+-\d{1,2}(:\d{2}){0,2}|\d+(:\d{2}){0,2})$")
 _SAFE_PATH = re.compile(r"^[A-Za-z0-9_./%-]+$")
 _MOUNTS = re.compile(r"[A-Za-z0-9_./-]+:[A-Za-z0-9_./-]+(:ro|:rw)?(,[A-Za-z0-9_./-]+:[A-Za-z0-9_./-]+(:ro|:rw)?)*")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_K8S_RESOURCE = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 def slurm_time_s(text: str) -> int:
     """Seconds of a Slurm time limit: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS."""
     days = 0
@@ -205,19 +211,11 @@ class DeploySpec(Spec):
             raise ValueError(f"{v!r} is not a valid Kueue queue name (a label value)")
         return v
 
-    @field_validator("topology_label")
+    @field_validator("topology_label", "rdma_resource", "image", "container_image", "ib_hca", "socket_ifname")
     @classmethod
-    def _label(cls, v: str | None) -> str | None:
-        if v is not None and not _LABEL_KEY.fullmatch(v):
-            raise ValueError(f"{v!r} is not a Kubernetes label key")
-        return v
-
-    @field_validator("rdma_resource")
-    @classmethod
-    def _resource(cls, v: str) -> str:
-        if not _K8S_RESOURCE.fullmatch(v):
-            raise ValueError(f"{v!r} is not a Kubernetes resource name")
-        return v
+    def _grammar(cls, v: str | None, info: ValidationInfo) -> str | None:
+        """Label key, extended resource, image references, NCCL lists: their grammars (:mod:`.grammars`)."""
+        return v if v is None else GRAMMARS[str(info.field_name)](v)
 
     @field_validator("container_mounts")
     @classmethod
@@ -226,7 +224,7 @@ class DeploySpec(Spec):
             raise ValueError(f"{v!r}: expected SRC:DST[:ro][,SRC:DST...] with letters, digits and '_./-'")
         return v
 
-    @field_validator("script", "checkpoint_dir", "image", "container_image")
+    @field_validator("script", "checkpoint_dir")
     @classmethod
     def _nonempty(cls, v: str | None) -> str | None:
         if v is None:

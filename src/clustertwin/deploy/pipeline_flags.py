@@ -11,7 +11,9 @@ Megatron-LM (``pretrain_gpt.py``) and Megatron-Bridge / NeMo 2 (``model.*`` over
   ``--num-virtual-stages-per-pipeline-rank`` (Megatron requires that form for uneven stages);
 * embedding / loss as slots, when ``L + e + l`` divides by ``pp x vpp``:
   ``--account-for-embedding-in-pipeline-split`` / ``--account-for-loss-in-pipeline-split``;
-* otherwise a layout string (``--pipeline-model-parallel-layout``): the user's own, or the balanced plan
+* otherwise a layout string (``--pipeline-model-parallel-layout``): the user's own (checked against the
+  model and ``pp x vpp`` by :func:`clustertwin.train.layout_string.parse_pipeline_layout`, its counts
+  taken from the grammar before anything is expanded), or the balanced plan
   written chunk by chunk, ``E`` opening chunk 0 and ``L`` closing the last, chunk ``j`` on stage
   ``j mod pp`` (Megatron-Core ``PipelineParallelLayerLayout``: ``layout[vpp_rank x pp + pp_rank]``).
   Megatron-Core refuses a layout string together with the other fields, so it is always given alone.
@@ -25,6 +27,7 @@ from __future__ import annotations
 from clustertwin.errors import SpecError
 from clustertwin.specs.model import ModelSpec
 from clustertwin.specs.parallelism import ParallelismSpec
+from clustertwin.train.layout_string import parse_pipeline_layout
 
 PATH = ("parallelism", "vpp")
 
@@ -86,7 +89,8 @@ def pipeline_plan(model: ModelSpec, p: ParallelismSpec) -> tuple[str, object]:
     value) — the value is the layers per virtual stage for 'even' and the layout string for 'layout'."""
     if p.pp == 1:
         return "none", None
-    if p.pipeline_layout:
+    if p.pipeline_layout:  # checked against the model and pp x vpp (counted before expanding) before it is written
+        parse_pipeline_layout(p.pipeline_layout, p.pp, p.vpp, model.layers)
         return "layout", p.pipeline_layout
     if p.first_stage_layers or p.last_stage_layers:
         _check_explicit(model, p)

@@ -135,7 +135,7 @@ def node_price_confidence(node: Any) -> str | None:
 
 def _src(spec: Any, fallback: str) -> str:
     s = getattr(spec, "source", None)
-    if isinstance(s, list):
+    if isinstance(s, list | tuple):
         s = "; ".join(s)
     ident = getattr(spec, "id", None) or getattr(spec, "name", None)
     if s:

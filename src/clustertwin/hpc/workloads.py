@@ -7,10 +7,12 @@ the field docs.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from clustertwin.errors import SpecError
 from clustertwin.specs.base import PositiveInt, Spec
 from clustertwin.specs.loading import build, read_document
 
@@ -72,7 +74,7 @@ KINDS: dict[str, type[Spec]] = {"hpl": HPLSpec, "hpcg": HPCGSpec, "stencil": Ste
 
 def load_workload(source: str | dict[str, Any], file: str | None = None) -> WorkloadSpec:
     """A workload from a name (``hpl``, ``hpcg``, ``stencil``: defaults), a YAML/JSON file or a dict."""
-    from clustertwin.errors import SpecError, did_you_mean
+    from clustertwin.errors import did_you_mean
 
     if isinstance(source, str):
         if source in KINDS:
@@ -91,3 +93,16 @@ def load_workload(source: str | dict[str, Any], file: str | None = None) -> Work
         raise SpecError(f"unknown workload kind '{kind}'{did_you_mean(str(kind), KINDS)} "
                         f"(one of: {', '.join(KINDS)})", file=file, path=("kind",))
     return build(KINDS[kind], source, file=file)  # type: ignore[return-value]
+
+
+def workload_error(err: SpecError, ref: str, options: Collection[str] = ()) -> SpecError:
+    """A semantic error of running the workload ``ref`` (``gpus=... exceeds``, ``N=... needs``) that names
+    where the value came from: an error about a field in ``options`` (set by a CLI option such as ``--gpus``)
+    names the option, an error about another field names the workload file. Errors without a field path are
+    about the cluster and are returned unchanged, as are built-in workload names."""
+    if err.file or not err.path:
+        return err
+    field = str(err.path[0])
+    if field in options:
+        return SpecError(err.message, path=(f"--{field.replace('_', '-')}", *err.path[1:]))
+    return err if ref in KINDS else err.with_context(file=ref)

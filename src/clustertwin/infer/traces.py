@@ -179,14 +179,34 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
 
 
 def _int(text: str, name: str) -> int:
+    """A token count in [0, 2^31) from a field's text; anything else (not a number, NaN/inf, a fraction, a
+    400-digit integer) is a ValueError the reader counts against the line."""
     t = text.strip()
+    if len(t) > 40:
+        raise ValueError(f"bad {name}: '{t[:40]}...' ({len(t)} characters) is not a token count in [0, 2^31)")
     try:
         v = float(t) if ("." in t or "e" in t.lower()) else int(t)
     except ValueError:
         raise ValueError(f"bad {name}: '{t[:40]}' is not a number") from None
-    if not math.isfinite(v) or v != int(v) or not 0 <= v < 2**31:
+    if isinstance(v, float) and (not math.isfinite(v) or v != int(v)):
+        raise ValueError(f"bad {name}: '{t[:40]}' is not a token count in [0, 2^31)")
+    if not 0 <= v < 2**31:
         raise ValueError(f"bad {name}: '{t[:40]}' is not a token count in [0, 2^31)")
     return int(v)
+
+
+def _timestamp(value: object) -> float:
+    """A finite timestamp (ms) from a JSON value; a bool, a string that is not a number, an infinity or an
+    integer beyond float range is a ValueError counted against the line."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError(f"bad timestamp: {str(value)[:40]}")
+    try:
+        t = float(value)
+    except (ValueError, OverflowError):
+        raise ValueError(f"bad timestamp: {str(value)[:40]}") from None
+    if not math.isfinite(t):
+        raise ValueError(f"bad timestamp: {str(value)[:40]}")
+    return t
 
 
 _DAYS: dict[tuple[int, int, int], float] = {}
@@ -320,9 +340,7 @@ def read_mooncake(path: str | Path) -> RequestTrace:
             rep.add_bad(line_no, f"missing key: '{miss[0]}'{did_you_mean(miss[0], [str(k) for k in obj])}")
             continue
         try:
-            t = float(obj["timestamp"])
-            if isinstance(obj["timestamp"], bool) or not math.isfinite(t):
-                raise ValueError(f"bad timestamp: {str(obj['timestamp'])[:40]}")
+            t = _timestamp(obj["timestamp"])
             a, b = _int(str(obj["input_length"]), "input_length"), _int(str(obj["output_length"]), "output_length")
             h = obj.get("hash_ids", [])
             if not isinstance(h, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in h):

@@ -12,7 +12,9 @@ fraction, and only when the measurement stands for it:
   large-message all_reduce busbw over NCCL / per-GPU scale-up bandwidth per direction. gloo between
   CPU processes has no counterpart in the collective model, so it writes no ``comm`` override.
 
-Names are checked against ``CommParams`` and ``TrainParams``; efficiencies are clipped to (0, 1].
+Names are checked against ``CommParams`` and ``TrainParams``. A figure outside its physical range (an
+efficiency above 1 or below its floor: the catalog peak or the measurement is wrong) is a failed calibration,
+reported by :func:`write_calibration` and never clipped or written (:meth:`Calibration.fit_problem`).
 """
 
 from __future__ import annotations
@@ -32,14 +34,8 @@ from clustertwin.train.params import TrainParams
 
 TRAIN_PRECISION_GPU = "bf16"
 TRAIN_PRECISION_CPU = "fp32"
-MIN_EFFICIENCY = 1e-6
-MAX_EFFICIENCY = 1.0
 LARGE_MESSAGE_ROWS = 3
 """busbw is taken as the best of the largest this-many sizes (the bandwidth plateau)."""
-
-
-def _clip(x: float) -> float:
-    return min(max(x, MIN_EFFICIENCY), MAX_EFFICIENCY)
 
 
 def calibration_from_bench(report: BenchReport) -> Calibration:
@@ -51,28 +47,28 @@ def calibration_from_bench(report: BenchReport) -> Calibration:
     prec = TRAIN_PRECISION_GPU if report.gpu_catalog_id else TRAIN_PRECISION_CPU
     g = gemm.get(prec)
     if g is not None and g.pct_of_peak is not None:
-        train["gemm_efficiency"] = _clip(g.tflops / g.peak_tflops)
+        train["gemm_efficiency"] = float(g.tflops / g.peak_tflops)
         notes.append(f"gemm {prec} {g.tflops:.3g} TFLOP/s of {g.peak_tflops:.3g} ({g.peak_source})")
         f8 = gemm.get("fp8")
-        if f8 is not None and f8.pct_of_peak is not None:
-            train["fp8_gemm_efficiency_ratio"] = _clip(f8.tflops / f8.peak_tflops / train["gemm_efficiency"])
+        if f8 is not None and f8.pct_of_peak is not None and train["gemm_efficiency"] > 0:
+            train["fp8_gemm_efficiency_ratio"] = float(f8.tflops / f8.peak_tflops / train["gemm_efficiency"])
     dev = next((m for m in report.memory if m.where == "device" and m.peak_gb_per_s), None)
     if dev is not None:
-        train["hbm_efficiency"] = _clip(dev.gb_per_s / dev.peak_gb_per_s)
+        train["hbm_efficiency"] = float(dev.gb_per_s / dev.peak_gb_per_s)
         notes.append(f"device copy {dev.gb_per_s:.0f} GB/s of {dev.peak_gb_per_s:.0f}")
     ar = next((c for c in report.collectives if c.op == "all_reduce" and c.backend == "nccl"), None)
     if ar is not None and report.gpu_catalog_id:
         gpu = catalog.get("gpu", report.gpu_catalog_id)
         busbw = max(r.busbw_gb_per_s for r in ar.rows[-LARGE_MESSAGE_ROWS:])
         if gpu.scale_up_gb_per_s > 0:
-            comm["nvlink_efficiency"] = _clip(busbw / gpu.scale_up_gb_per_s)
+            comm["nvlink_efficiency"] = float(busbw / gpu.scale_up_gb_per_s)
             notes.append(f"all_reduce busbw {busbw:.1f} GB/s of scale-up {gpu.scale_up_gb_per_s:.0f} GB/s")
         else:
             from clustertwin.units import PCIE_X16_GB_PER_S
 
             link = PCIE_X16_GB_PER_S.get(gpu.pcie_gen)
             if link:
-                comm["pcie_efficiency"] = _clip(busbw / link)
+                comm["pcie_efficiency"] = float(busbw / link)
                 notes.append(f"all_reduce busbw {busbw:.1f} GB/s of PCIe Gen{gpu.pcie_gen} x16 {link} GB/s")
     elif report.collectives:
         notes.append("gloo collectives measured; no comm override (the collective model has no gloo path)")
@@ -91,7 +87,13 @@ def calibration_from_bench(report: BenchReport) -> Calibration:
 
 
 def write_calibration(cal: Calibration, path: str) -> None:
-    """Write a Calibration as YAML (loadable with ``--calibration FILE``)."""
+    """Write a Calibration as YAML (loadable with ``--calibration FILE``); SpecError, and nothing written, when
+    a figure lies outside its physical range (:meth:`Calibration.fit_problem`)."""
+    import clustertwin.infer.params  # noqa: F401  (registers the infer section's checks)
+
+    problem = cal.fit_problem()
+    if problem:
+        raise SpecError(f"failed fit: {problem}; {path} not written")
     data = cal.model_dump(mode="json", exclude_defaults=False)
     data = {k: v for k, v in data.items() if v not in ({}, None)}
     with open(path, "w", encoding="utf-8") as f:

@@ -314,7 +314,7 @@ def check_node(*, smi_q: Path | None = None, topo: Path | None = None, kernel_lo
     findings: list[Finding] = []
     host = host_info() if live else None
     if smi_q is not None:
-        rep = parse_nvidia_smi_q(read_text(smi_q))
+        rep = parse_nvidia_smi_q(read_text(smi_q), str(smi_q))
         source, note, driver, cuda_drv, gpus = str(smi_q), f"saved nvidia-smi -q ({smi_q.name})", \
             rep.driver_version, rep.cuda_version, rep.gpus
     elif live:
@@ -371,7 +371,7 @@ def check_node(*, smi_q: Path | None = None, topo: Path | None = None, kernel_lo
     elif live:
         ports = ibmod.read_sysfs()
     for hca_port, path in (perfquery or {}).items():
-        counters = ibmod.parse_perfquery(read_text(path))
+        counters = ibmod.parse_perfquery(read_text(path), str(path))
         for p in ports:
             if p.name == hca_port or p.hca == hca_port:
                 p.counters.update(counters)

@@ -31,9 +31,7 @@ reported when they are at least a quarter of the samples.
 from __future__ import annotations
 
 import codecs
-import csv
 import dataclasses
-import io
 import math
 import re
 from collections.abc import Iterable
@@ -42,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from clustertwin.errors import SpecError
+from clustertwin.inputs import RowDamage, csv_rows
 from clustertwin.ops import ib as ibmod
 from clustertwin.ops.findings import Evidence, Finding, Severity, sort_findings
 from clustertwin.ops.incidents import FILE_JOB_PREFIX, chains, file_rank, job_of, rank_list, rank_of, time_of
@@ -286,38 +285,41 @@ def _files(paths: Iterable[str | Path]) -> list[Path]:
     return out
 
 
-def _metrics_findings(text: str, file: str) -> tuple[list[Finding], int, int]:
-    """(findings, rows read, malformed rows) of a metrics CSV."""
-    # CR-only (old Mac) and mixed line endings: one record per line whatever the terminator
-    reader = csv.DictReader(io.StringIO("\n".join(text.splitlines())))
-    cols = reader.fieldnames or []
+def _metrics_findings(text: str, file: str) -> tuple[list[Finding], int, int, str | None]:
+    """(findings, rows read, malformed rows, why the file cannot be read) of a metrics CSV. One line per
+    record (:func:`~clustertwin.inputs.csv_rows`): a broken quote or a field over 128 KiB damages its row
+    only; a header that does not parse makes the file unreadable (listed as skipped, never an exception)."""
+    lines = text.splitlines()
+    head = next((i for i, ln in enumerate(lines) if ln.strip()), None)
+    if head is None:
+        return [], 0, 0, None
+    head_damage = RowDamage()
+    header = next(csv_rows(lines[head:head + 1], damage=head_damage, start_line=head + 1), None)
+    if header is None:
+        return [], 0, 0, f"metrics CSV header unreadable: {head_damage.summary()}"
+    cols = header[1]
     util_col = next((c for c in GPU_UTIL_COLUMNS if c in cols), None)
     io_col = next((c for c in IOWAIT_COLUMNS if c in cols), None)
     if util_col is None or io_col is None:
-        return [], 0, 0
+        return [], 0, 0, None
+    iu, ii = cols.index(util_col), cols.index(io_col)
+    damage = RowDamage()
     rows = malformed = 0
     stalled: list[Evidence] = []
-    rows_iter = iter(enumerate(reader, 2))
-    while True:
-        try:
-            i, row = next(rows_iter)
-        except StopIteration:
-            break
-        except csv.Error:
-            rows += 1
-            malformed += 1
-            continue
+    for i, row in csv_rows(lines[head + 1:], min_fields=max(iu, ii) + 1, damage=damage, start_line=head + 2):
         rows += 1
         try:
-            util, iowait = float(row[util_col]), float(row[io_col])
-        except (TypeError, ValueError):
+            util, iowait = float(row[iu]), float(row[ii])
+        except ValueError:
             malformed += 1
             continue
         if not (math.isfinite(util) and math.isfinite(iowait)):
             malformed += 1
             continue
         if util < GPU_UTIL_LOW_PCT and iowait >= IOWAIT_HIGH_PCT:
-            stalled.append(Evidence(file, i, ",".join(str(row.get(c, "")) for c in cols)))
+            stalled.append(Evidence(file, i, ",".join(row)))
+    rows += damage.total
+    malformed += damage.total
     good = rows - malformed
     out: list[Finding] = []
     if good and len(stalled) / good >= STALL_MIN_FRACTION:
@@ -328,7 +330,7 @@ def _metrics_findings(text: str, file: str) -> tuple[list[Finding], int, int]:
                            "the GPUs wait for data: add DataLoader workers and prefetch, stage the dataset on "
                            "local NVMe, use larger sequential shards (WebDataset/TFRecord), check storage "
                            "bandwidth with 'node bench --storage PATH'"))
-    return out, rows, malformed
+    return out, rows, malformed, None
 
 
 def diagnose(paths: Iterable[str | Path], job: JobContext | None = None) -> DiagnoseResult:
@@ -351,11 +353,15 @@ def diagnose(paths: Iterable[str | Path], job: JobContext | None = None) -> Diag
             continue
         lines = text.splitlines()
         name = str(path)
+        if path.suffix.lower() == ".csv":
+            f, _, bad, unreadable = _metrics_findings(text, name)
+            if unreadable is not None:  # a damaged header: the file is listed as not read
+                skipped.append(Evidence(name, 1, unreadable))
+                continue
         files_read += 1
         lines_read += len(lines)
         malformed += sum(1 for ln in lines if "\ufffd" in ln)
         if path.suffix.lower() == ".csv":
-            f, _, bad = _metrics_findings(text, name)
             findings += f
             malformed += bad
             continue
@@ -363,12 +369,14 @@ def diagnose(paths: Iterable[str | Path], job: JobContext | None = None) -> Diag
         events, fell = parse_kernel_log(lines)
         findings += xid_findings(events, fell, name)
         malformed += count_malformed_xid(lines)
+        bad_numbers = RowDamage()  # malformed numbers in ibstat/perfquery dumps: counted, left out
         if lines and lines[0].startswith("CA '"):
-            findings += ibmod.ib_findings(ibmod.parse_ibstat(text, name))
+            findings += ibmod.ib_findings(ibmod.parse_ibstat(text, name, bad_numbers))
         elif any(ln.startswith("# Port counters") for ln in lines[:2]):
             port = ibmod.IbPort(path.stem, 1, "Active", "LinkUp", None, "InfiniBand",
-                                ibmod.parse_perfquery(text), source=name, line=1)
+                                ibmod.parse_perfquery(text, name, bad_numbers), source=name, line=1)
             findings += ibmod.ib_findings([port])
+        malformed += bad_numbers.total
     actions: dict[str, str] = {}
     for code, evs in hits.lines.items():
         by_job: dict[str, tuple[list[Evidence], list[dict[str, Any]]]] = {}

@@ -5,6 +5,10 @@ Sources: ``/sys/class/infiniband/<hca>/ports/<n>/{state,phys_state,rate,link_lay
 ``State: Active``, ``Physical state: LinkUp``, ``Rate: 400``, ``Link layer: InfiniBand``); ``perfquery``
 lines ``SymbolErrorCounter:......0``. Error counters are the IBA PortCounters attribute (IBTA spec vol. 1,
 ch. 16.1.3.5), the ones ``ibqueryerrors`` reports.
+
+Numbers are checked (:mod:`clustertwin.inputs`): a rate such as ``1.5.5`` or an infinite one, a port number or
+counter beyond its range is a SpecError naming the file and line (exit 2); readers of whole log folders
+(``diagnose``) pass a :class:`~clustertwin.inputs.RowDamage` instead, and the value is counted and left out.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from clustertwin.errors import SpecError
+from clustertwin.inputs import INT64_MAX, RowDamage, parse_float, parse_int
 from clustertwin.ops.findings import Evidence, Finding
 
 SYSFS_IB_ROOT = Path("/sys/class/infiniband")
@@ -37,6 +43,11 @@ ERROR_COUNTERS: tuple[str, ...] = tuple(SYSFS_TO_PERFQUERY.values())
 LINK_COUNTERS = frozenset({"SymbolErrorCounter", "LinkErrorRecoveryCounter", "LinkDownedCounter",
                            "LocalLinkIntegrityErrors", "PortRcvErrors", "PortRcvRemotePhysicalErrors"})
 """Counters pointing at the cable/transceiver/port (the rest: congestion or configuration)."""
+MAX_RATE_GBIT_PER_S = 100_000.0
+"""Highest port rate accepted, Gb/s (today's fastest ports run 800)."""
+MAX_PORT = 255
+"""Highest HCA port number (an 8-bit field in IBA)."""
+_RATE_RE = re.compile(r"\s*([\d.]+)")
 _ACTION_COUNTERS = ("clear the counters (perfquery -x -R), re-check after a job; if they keep rising, "
                     "reseat or replace the cable/transceiver and check the switch port")
 
@@ -63,6 +74,23 @@ class IbPort:
         return f"{self.hca}/{self.port}"
 
 
+def _rate(text: str, source: str, line: int | None, damage: RowDamage | None = None) -> float | None:
+    """Gb/s of a rate value (``400``, ``400 Gb/sec (4X NDR)``); None when it holds no number. A malformed
+    number (``1.5.5``, an infinity, above :data:`MAX_RATE_GBIT_PER_S`) is a SpecError naming ``source`` and
+    ``line``, or counted in ``damage`` (and None) when one is given."""
+    m = _RATE_RE.match(text)
+    if not m:
+        return None
+    where = f"line {line}: Rate" if line else "rate"
+    try:
+        return parse_float(m.group(1), where, max_value=MAX_RATE_GBIT_PER_S, file=source)
+    except SpecError:
+        if damage is None:
+            raise
+        damage.add("bad number", line or 0)
+        return None
+
+
 def _sysfs_value(text: str) -> str:
     """``4: ACTIVE`` -> ``ACTIVE``; plain values unchanged."""
     return text.split(":", 1)[1].strip() if re.match(r"^\d+:\s", text) else text.strip()
@@ -81,32 +109,34 @@ def read_sysfs(root: Path = SYSFS_IB_ROOT) -> list[IbPort]:
                     return p.read_text().strip()
                 except OSError:
                     return ""
-            rate = re.match(r"([\d.]+)", read("rate"))
+            if not pdir.name.isdigit():
+                continue
             counters: dict[str, int] = {}
             for fname, cname in SYSFS_TO_PERFQUERY.items():
                 v = read(f"counters/{fname}")
                 if v.isdigit():
-                    counters[cname] = int(v)
+                    counters[cname] = parse_int(v, cname, max_value=INT64_MAX, file=str(pdir / "counters" / fname))
             state = _sysfs_value(read("state")).capitalize()
-            ports.append(IbPort(hca.name, int(pdir.name), state, _sysfs_value(read("phys_state")),
-                                float(rate.group(1)) if rate else None, read("link_layer") or "InfiniBand",
-                                counters, source=str(pdir)))
+            ports.append(IbPort(hca.name, parse_int(pdir.name, "port", max_value=MAX_PORT, file=str(pdir)), state,
+                                _sysfs_value(read("phys_state")), _rate(read("rate"), str(pdir / "rate"), None),
+                                read("link_layer") or "InfiniBand", counters, source=str(pdir)))
     return ports
 
 
-def parse_ibstat(text: str, source: str = "ibstat") -> list[IbPort]:
-    """Ports of ``ibstat`` output."""
+def parse_ibstat(text: str, source: str = "ibstat", damage: RowDamage | None = None) -> list[IbPort]:
+    """Ports of ``ibstat`` output; a malformed number is a SpecError naming ``source`` and its line, or counted
+    in ``damage`` when one is given (a bad port number drops its port, a bad rate leaves the rate unknown)."""
     ports: list[IbPort] = []
     hca = ""
     cur: dict[str, str] = {}
+    lines: dict[str, int] = {}
     port_no, port_line = 0, 0
 
     def flush() -> None:
-        if cur:
-            rate = re.match(r"([\d.]+)", cur.get("Rate", ""))
+        if cur and port_no >= 0:
+            rate = _rate(cur.get("Rate", ""), source, lines.get("Rate", port_line), damage)
             ports.append(IbPort(hca, port_no, cur.get("State", "?"), cur.get("Physical state", "?"),
-                                float(rate.group(1)) if rate else None, cur.get("Link layer", "InfiniBand"),
-                                source=source, line=port_line))
+                                rate, cur.get("Link layer", "InfiniBand"), source=source, line=port_line))
 
     for i, raw in enumerate(text.splitlines(), 1):
         m = re.match(r"^CA '([^']+)'", raw)
@@ -118,23 +148,41 @@ def parse_ibstat(text: str, source: str = "ibstat") -> list[IbPort]:
         m = re.match(r"^\s+Port (\d+):\s*$", raw)
         if m:
             flush()
-            cur = {"_": ""}
-            port_no, port_line = int(m.group(1)), i
+            cur, lines = {"_": ""}, {}
+            port_no, port_line = _port(m.group(1), source, i, damage), i
             continue
         if cur and ":" in raw:
             key, _, value = raw.strip().partition(":")
             cur[key.strip()] = value.strip()
+            lines[key.strip()] = i
     flush()
     return ports
 
 
-def parse_perfquery(text: str) -> dict[str, int]:
-    """``perfquery`` counters (``SymbolErrorCounter:....0``) as integers; select/mask fields dropped."""
+def _port(text: str, source: str, line: int, damage: RowDamage | None) -> int:
+    """A port number (0..255); a bad one is a SpecError, or -1 (the port is dropped) counted in ``damage``."""
+    try:
+        return parse_int(text, f"line {line}: Port", max_value=MAX_PORT, file=source)
+    except SpecError:
+        if damage is None:
+            raise
+        damage.add("bad number", line)
+        return -1
+
+
+def parse_perfquery(text: str, source: str = "perfquery", damage: RowDamage | None = None) -> dict[str, int]:
+    """``perfquery`` counters (``SymbolErrorCounter:....0``) as integers; select/mask fields dropped. A counter
+    beyond int64 is a SpecError naming ``source`` and its line, or counted in ``damage`` and left out."""
     out: dict[str, int] = {}
-    for raw in text.splitlines():
+    for i, raw in enumerate(text.splitlines(), 1):
         m = re.match(r"^(\w+):\.*\s*(\d+)\s*$", raw)
         if m and "Select" not in m.group(1):
-            out[m.group(1)] = int(m.group(2))
+            try:
+                out[m.group(1)] = parse_int(m.group(2), f"line {i}: {m.group(1)}", file=source)
+            except SpecError:
+                if damage is None:
+                    raise
+                damage.add("bad number", i)
     return out
 
 

@@ -42,19 +42,47 @@ class Inventory:
     findings: list[Finding] = field(default_factory=list)
 
 
+def _text(doc: dict[str, Any], key: str, where: str) -> str | None:
+    """``doc[key]`` as a string (None when absent or null); any other type is a ValueError naming the field,
+    so the file is listed as unreadable instead of a number reaching the version comparisons."""
+    v = doc.get(key)
+    if v is None or isinstance(v, str):
+        return v
+    raise ValueError(f"{where}{key}: expected a string, got {type(v).__name__} {str(v)[:40]}")
+
+
+def _section(doc: dict[str, Any], key: str, kind: type) -> Any:
+    v = doc.get(key) or kind()
+    if not isinstance(v, kind):
+        raise ValueError(f"{key}: expected {'a mapping' if kind is dict else 'a list'}, got {type(v).__name__}")
+    return v
+
+
 def node_facts(doc: dict[str, Any], file: str) -> NodeFacts:
-    """Facts of one ``node check --json`` document (a live report: ``host`` present)."""
-    host = doc.get("host") or {}
-    gpus = doc.get("gpus") or []
-    names = sorted({str(g.get("name")) for g in gpus})
+    """Facts of one ``node check --json`` document (a live report: ``host`` present). A field of the wrong
+    type (``catalog_id: 5``, ``gpus: 3``) is a ValueError naming it (the caller lists the file as unreadable)."""
+    host = _section(doc, "host", dict)
+    gpus = _section(doc, "gpus", list)
+    for i, g in enumerate(gpus):
+        if not isinstance(g, dict):
+            raise ValueError(f"gpus[{i}]: expected a mapping, got {type(g).__name__}")
+    gpu_names = [_text(g, "name", f"gpus[{i}].") for i, g in enumerate(gpus)]
+    catalog = [_text(g, "catalog_id", f"gpus[{i}].") for i, g in enumerate(gpus)]
+    names = sorted({str(n) for n in gpu_names})
     values = {
-        "driver": doc.get("driver_version"), "cuda_runtime": host.get("torch_cuda_version"),
-        "torch": host.get("torch_version"), "nccl": host.get("nccl_version"), "kernel": host.get("kernel"),
+        "driver": _text(doc, "driver_version", ""), "cuda_runtime": _text(host, "torch_cuda_version", "host."),
+        "torch": _text(host, "torch_version", "host."), "nccl": _text(host, "nccl_version", "host."),
+        "kernel": _text(host, "kernel", "host."),
         "gpu_model": ", ".join(names) if names else None, "gpu_count": str(len(gpus)) if gpus else None,
-        "rocm": host.get("rocm_version"), "cann": host.get("cann_version"),
+        "rocm": _text(host, "rocm_version", "host."), "cann": _text(host, "cann_version", "host."),
     }
-    return NodeFacts(str(host.get("hostname") or Path(file).stem), file, values,
-                     [g.get("catalog_id") or catalog_gpu_id(str(g.get("name", ""))) for g in gpus])
+    return NodeFacts(_text(host, "hostname", "host.") or Path(file).stem, file, values,
+                     [c or catalog_gpu_id(n or "") for c, n in zip(catalog, gpu_names, strict=True)])
+
+
+def _no_constant(name: str) -> Any:
+    """JSON ``NaN`` / ``Infinity``: not JSON (Python's reader accepts them); the file is unreadable."""
+    raise ValueError(f"{name} is not a JSON number")
 
 
 def read_inventory(directory: Path) -> Inventory:
@@ -64,7 +92,7 @@ def read_inventory(directory: Path) -> Inventory:
     inv = Inventory([])
     for path in sorted(directory.glob("*.json")):
         try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
+            doc = json.loads(path.read_text(encoding="utf-8"), parse_constant=_no_constant)
             if not isinstance(doc, dict) or "gpus" not in doc:
                 raise ValueError("not a 'node check --json' report (no 'gpus')")
             inv.nodes.append(node_facts(doc, path.name))

@@ -5,17 +5,21 @@ then one ``GPU 00000000:18:00.0`` block per device with sections such as ``PCI >
 Generation``, ``Clocks Event Reasons`` (``Clocks Throttle Reasons`` before driver 535), ``ECC Errors >
 Volatile|Aggregate`` (``SRAM/DRAM Correctable|Uncorrectable`` since Hopper-era drivers; ``Single Bit /
 Double Bit > Total`` before), ``Retired Pages`` and ``Remapped Rows``. Values may be ``N/A`` or
-``[Not Supported]``; those parse to None.
+``[Not Supported]``; those parse to None. A number that is not finite (a 400-digit counter reads as infinity)
+or a count beyond int64 is a SpecError naming the file and line (exit 2), never an overflow in a finding.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import shutil
 import subprocess
 from dataclasses import dataclass, field
 from typing import Any
 
+from clustertwin.errors import SpecError
+from clustertwin.inputs import INT64_MAX
 from clustertwin.ops.gpu import GpuInfo
 from clustertwin.units import MIB
 
@@ -26,6 +30,17 @@ _SMI_REASON_NAMES = {"idle": "gpu_idle"}
 """``nvidia-smi -q`` reason labels whose snake-case differs from the NVML bit names of gpu.py."""
 _INDENT_RE = re.compile(r"^( *)(\S.*?)\s*$")
 _NUM_RE = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+class _Value(str):
+    """A ``Key : Value`` value that remembers its line, so a bad number can be reported where it is."""
+
+    line: int = 0
+
+    def __new__(cls, text: str, line: int = 0) -> _Value:
+        v = super().__new__(cls, text)
+        v.line = line
+        return v
 
 
 @dataclass
@@ -41,7 +56,7 @@ def _tree(lines: list[str]) -> Tree:
     """Indentation tree of ``Key : Value`` lines; a key without a value opens a section."""
     root: Tree = {}
     stack: list[tuple[int, Tree]] = [(-1, root)]
-    for raw in lines:
+    for n, raw in enumerate(lines, 1):
         m = _INDENT_RE.match(raw.replace("\t", "    "))
         if not m or m.group(2).startswith("="):
             continue
@@ -53,7 +68,7 @@ def _tree(lines: list[str]) -> Tree:
             key, _, value = body.partition(":")
             key, value = key.strip(), value.strip()
             if value:
-                parent.setdefault(key, value)
+                parent.setdefault(key, _Value(value, n))
                 continue
             body = key
         section: Tree = {}
@@ -79,17 +94,33 @@ def _first(tree: Tree, *paths: tuple[str, ...]) -> Any:
     return None
 
 
+def _bad(v: str, why: str) -> SpecError:
+    line = getattr(v, "line", 0)
+    return SpecError(f"{f'line {line}: ' if line else ''}{why}, got '{v[:40]}{'...' if len(v) > 40 else ''}'")
+
+
 def _num(v: Any) -> float | None:
-    """First number in a value (``81559 MiB`` -> 81559.0, ``16x`` -> 16.0); None for N/A."""
+    """First number in a value (``81559 MiB`` -> 81559.0, ``16x`` -> 16.0); None for N/A; a SpecError for
+    a number too long to be finite."""
     if not isinstance(v, str):
         return None
     m = _NUM_RE.search(v)
-    return float(m.group()) if m else None
+    if not m:
+        return None
+    f = float(m.group())
+    if not math.isfinite(f):
+        raise _bad(v, "expected a finite number")
+    return f
 
 
 def _int(v: Any) -> int | None:
+    """A count (ECC errors, replays, PCIe generation); None for N/A; a SpecError beyond int64."""
     n = _num(v)
-    return None if n is None else int(n)
+    if n is None:
+        return None
+    if abs(n) > INT64_MAX:
+        raise _bad(v, "count out of range (at most 2^63-1)")
+    return int(n)
 
 
 def _yes(v: Any) -> bool | None:
@@ -172,7 +203,7 @@ def _gpu(index: int, bus: str, t: Tree) -> GpuInfo:
     return GpuInfo(
         index=index,
         name=str(t.get("Product Name", "unknown")),
-        uuid=t.get("GPU UUID"),
+        uuid=str(t["GPU UUID"]) if isinstance(t.get("GPU UUID"), str) else None,
         pci_bus_id=str(_get(t, "PCI", "Bus Id") or bus),
         memory_total_bytes=None if _num(fb.get("Total")) is None else _num(fb.get("Total")) * MIB,
         memory_used_bytes=None if _num(fb.get("Used")) is None else _num(fb.get("Used")) * MIB,
@@ -214,13 +245,19 @@ def _gpu(index: int, bus: str, t: Tree) -> GpuInfo:
     )
 
 
-def parse_nvidia_smi_q(text: str) -> SmiReport:
-    """Parse the full text of ``nvidia-smi -q``. GPU blocks are the top-level ``GPU <bus id>`` sections."""
+def parse_nvidia_smi_q(text: str, source: str = "nvidia-smi -q") -> SmiReport:
+    """Parse the full text of ``nvidia-smi -q``. GPU blocks are the top-level ``GPU <bus id>`` sections;
+    a malformed number is a SpecError naming ``source`` and the line."""
     tree = _tree(text.splitlines())
-    gpus = [_gpu(i, key.split(None, 1)[1], sec)
-            for i, (key, sec) in enumerate((k, v) for k, v in tree.items()
-                                           if k.startswith("GPU ") and isinstance(v, dict))]
-    return SmiReport(tree.get("Driver Version"), tree.get("CUDA Version"), gpus)
+    try:
+        gpus = [_gpu(i, key.split(None, 1)[1], sec)
+                for i, (key, sec) in enumerate((k, v) for k, v in tree.items()
+                                               if k.startswith("GPU ") and isinstance(v, dict))]
+    except SpecError as e:
+        raise e.with_context(file=source) from None
+    driver, cuda = tree.get("Driver Version"), tree.get("CUDA Version")
+    return SmiReport(str(driver) if isinstance(driver, str) else None, str(cuda) if isinstance(cuda, str) else None,
+                     gpus)
 
 
 _NVLINK_GPU_RE = re.compile(r"^GPU (\d+):")

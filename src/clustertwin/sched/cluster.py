@@ -34,7 +34,8 @@ class SchedCluster:
     memory_mib: np.ndarray | None = None
     """Host memory per node, MiB; None: memory is not a constraint."""
     skipped_rows: tuple[tuple[str, int], ...] = ()
-    """Node-list rows rejected, by cause (``(cause, count)``)."""
+    """Node-list rows left out, by cause (``(cause, count)``): rejected rows (wrong field count, bad number)
+    and CPU-only nodes (``gpu=0``, unless they are kept); ``nodes + sum(counts) == data rows``."""
 
     def __post_init__(self) -> None:
         n = len(self.gpus)
@@ -66,6 +67,19 @@ class SchedCluster:
     @property
     def leaves(self) -> int:
         return int(self.leaf.max()) + 1
+
+    def skipped_note(self) -> str:
+        """``' (node list: 2 rows skipped: CPU-only (gpu=0) 1, bad number 1)'``, or ``''``."""
+        if not self.skipped_rows:
+            return ""
+        n = sum(c for _, c in self.skipped_rows)
+        causes = ", ".join(f"{k} {v}" for k, v in self.skipped_rows)
+        return f" (node list: {n:,} row{'s' if n != 1 else ''} skipped: {causes})"
+
+    def summary(self) -> str:
+        """One line for text output: name, nodes, GPUs, leaves and the node-list rows skipped."""
+        return (f"cluster {self.name}: {self.nodes:,} nodes, {self.total_gpus:,} GPUs, {self.leaves} leaves"
+                f"{self.skipped_note()}")
 
     def to_dict(self) -> dict:
         counts = {m: int(self.gpus[self.model_code == i].sum()) for i, m in enumerate(self.models)}
@@ -129,6 +143,8 @@ def from_spec(cluster_spec, nodes_per_leaf: int | None = None) -> SchedCluster:
 
 
 NODE_LIST_COLUMNS = ("sn", "gpu", "model")
+CPU_ONLY = "CPU-only (gpu=0)"
+"""Cause under which node-list rows without GPUs are counted in ``skipped_rows``."""
 MAX_GPUS_PER_NODE = 1024
 """Most GPUs one node-list row may declare (beyond any real node; ``4294967296`` is out of range)."""
 MAX_NODE_CPU_MILLI = 10**9
@@ -142,9 +158,10 @@ def from_node_list(path: str | Path, *, nodes_per_leaf: int = DEFAULT_NODES_PER_
     """Cluster from an Alibaba PAI 2023 node list (``sn,cpu_milli,memory_mib,gpu,model``).
 
     The trace does not publish the network, so leaves are ``nodes_per_leaf`` consecutive nodes in file
-    order. Nodes without GPUs are dropped unless ``include_cpu_nodes``. CPU and memory capacities are kept
-    (pods need them too). Rows that cannot be used (wrong field count, broken quote, a number that is not
-    finite or out of range) are rejected and counted by cause in ``skipped_rows``.
+    order. Nodes without GPUs are left out unless ``include_cpu_nodes`` (counted as ``CPU-only (gpu=0)``).
+    CPU and memory capacities are kept (pods need them too). Rows that cannot be used (wrong field count,
+    broken quote, a number that is not finite or out of range) are rejected; both are counted by cause in
+    ``skipped_rows``, so every data row is either a node or counted.
     """
     from collections import Counter
 
@@ -185,6 +202,7 @@ def from_node_list(path: str | Path, *, nodes_per_leaf: int = DEFAULT_NODES_PER_
             first_bad = first_bad or f"line {line_no}: {d}"
             continue
         if g == 0 and not include_cpu_nodes:
+            skipped[CPU_ONLY] += 1
             continue
         names.append(row["sn"])
         gpus.append(g)
@@ -192,7 +210,10 @@ def from_node_list(path: str | Path, *, nodes_per_leaf: int = DEFAULT_NODES_PER_
         mems.append(mem)
         models.append((row.get("model") or "").strip() or "unknown")
     if not gpus:
-        why = f" ({sum(skipped.values())} rows rejected, first: {first_bad})" if skipped else ""
+        rejected = sum(skipped.values()) - skipped[CPU_ONLY]
+        why = "".join([f", {skipped[CPU_ONLY]} CPU-only rows" if skipped[CPU_ONLY] else "",
+                       f", {rejected} rows rejected, first: {first_bad}" if rejected else ""])
+        why = f" ({why[2:]})" if why else ""
         raise SpecError(f"node list holds no GPU nodes{why}", file=str(p))
     table = tuple(sorted(set(models)))
     code = {m: i for i, m in enumerate(table)}

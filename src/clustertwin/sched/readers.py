@@ -217,18 +217,22 @@ def read_pai2020(path: str | Path, *, strict: bool = False, sensor: str | Path |
 
 # ---------------------------------------------------------------------------------------------- dispatch
 def read_synthetic(path: str | Path, *, cluster_gpus: int | None = None, strict: bool = False,
-                   max_jobs: int | None = None) -> Trace:
+                   max_jobs: int | None = None, progress: Callable[[int], None] | None = None) -> Trace:
     """A synthetic trace from a YAML/JSON file of :class:`SyntheticSpec` parameters. A spec asking for more
-    than ``MAX_SYNTHETIC_JOBS`` jobs is refused unless ``max_jobs`` is given; then only ``max_jobs`` are
-    generated."""
+    than ``MAX_SYNTHETIC_JOBS`` jobs is generated only when ``max_jobs`` is at most the cap (then only
+    ``max_jobs`` jobs), else refused naming the file's ``jobs`` field before anything is drawn;
+    ``progress`` gets :func:`~clustertwin.sched.synthetic.generate`'s steps."""
     from clustertwin import specs
     from clustertwin.sched.synthetic import MAX_SYNTHETIC_JOBS, SyntheticSpec, generate
 
     p = _open(path)
     spec = specs.load(SyntheticSpec, str(p))
-    if max_jobs is not None and spec.jobs > max(max_jobs, MAX_SYNTHETIC_JOBS):
+    if max_jobs is not None and spec.jobs > MAX_SYNTHETIC_JOBS >= max_jobs:
         spec = spec.model_copy(update={"jobs": max_jobs})  # above the cap: generate only what is replayed
-    jobs = generate(spec, cluster_gpus, max_jobs=max(max_jobs or 0, MAX_SYNTHETIC_JOBS))
+    try:
+        jobs = generate(spec, cluster_gpus, max_jobs=MAX_SYNTHETIC_JOBS, progress=progress)
+    except SpecError as e:
+        raise e.with_context(str(p)) from None
     rep = TraceReport(path=str(p), format="synthetic", lines=0, jobs=len(jobs))
     return Trace(jobs, rep)
 
@@ -244,14 +248,17 @@ READERS: dict[str, Callable[..., Trace]] = {
 
 
 def read_trace(path: str | Path, fmt: str, *, strict: bool = False, cluster_gpus: int | None = None,
-               max_jobs: int | None = None, sensor: str | Path | None = None) -> Trace:
-    """Read a trace in format ``fmt`` (one of ``FORMATS``); ``sensor`` joins PAI 2020's sensor table."""
+               max_jobs: int | None = None, sensor: str | Path | None = None,
+               progress: Callable[[int], None] | None = None) -> Trace:
+    """Read a trace in format ``fmt`` (one of ``FORMATS``); ``sensor`` joins PAI 2020's sensor table;
+    ``progress`` follows the synthetic generator's steps."""
     if sensor is not None:
         if fmt != "pai2020":
             raise SpecError(f"--sensor joins the PAI 2020 sensor table; it does not apply to format '{fmt}'")
         return read_pai2020(path, strict=strict, sensor=sensor)
     if fmt == "synthetic":
-        return read_synthetic(path, cluster_gpus=cluster_gpus, strict=strict, max_jobs=max_jobs)
+        return read_synthetic(path, cluster_gpus=cluster_gpus, strict=strict, max_jobs=max_jobs,
+                              progress=progress)
     if fmt not in READERS:
         raise SpecError(f"unknown trace format '{fmt}'{did_you_mean(fmt, FORMATS)}; choose from {', '.join(FORMATS)}")
     return READERS[fmt](path, strict=strict)

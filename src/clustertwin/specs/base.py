@@ -61,8 +61,9 @@ class Sourced(Spec):
     """Catalog id (lower-case, dashes)."""
     name: str | None = None
     """Human-readable product name."""
-    source: str | list[str] | None = None
-    """Where the figures come from (datasheet, paper, page); required for catalog entries."""
+    source: str | tuple[str, ...] | None = None
+    """Where the figures come from (datasheet, paper, page); required for catalog entries. A YAML list is
+    kept as a tuple, so the spec stays hashable (the model's caches key on specs)."""
     notes: str | None = None
     """Caveats: derived figures, conflicting sources, assumptions."""
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from pydantic import PrivateAttr
+
 from clustertwin.errors import SpecError
 from clustertwin.specs.base import Spec
 
@@ -35,6 +37,18 @@ class Calibration(Spec):
     """Catalog id of the GPU the figures were measured on (``cpu``: a CPU-only host; another string: a GPU
     the catalog does not list); None: not recorded (hand-written overrides apply to any cluster)."""
 
+    _file: str | None = PrivateAttr(default=None)
+
+    @property
+    def file(self) -> str | None:
+        """The file the calibration was read from (``specs.load``), for errors that its figures cause later
+        (an estimate above the peak, :mod:`clustertwin.train.physics`); None when built in code."""
+        return self._file
+
+    def bind_file(self, file: str) -> None:
+        """Record the file the calibration was read from (called by ``specs.load``)."""
+        self._file = file
+
     def check_gpu(self, cluster_gpu: str | None, *, force: bool = False, file: str | None = None) -> None:
         """SpecError (one line) when this calibration was measured on another device than ``cluster_gpu``
         (the cluster's catalog GPU id), unless ``force`` or no device is recorded."""
@@ -54,6 +68,27 @@ class Calibration(Spec):
             if section and name in SECTION_CHECKS:
                 SECTION_CHECKS[name](section)
         return self
+
+    def fit_problem(self) -> str | None:
+        """For figures that were measured or fitted (``calibrate``, ``node bench``) rather than written by hand:
+        the first parameter outside its layer's physical range, as ``section.name came out VALUE (why)``, or a
+        section's combined problem (e.g. a product of efficiencies above 1); None when every figure is in range.
+        Such a fit is reported as failed, never clipped or written: a value past its bound means the
+        measurement, the catalog peak or the cluster spec is wrong."""
+        for name in ("train", "comm", "infer"):
+            section, check = getattr(self, name), SECTION_CHECKS.get(name)
+            if not section or check is None:
+                continue
+            for key, value in section.items():
+                try:
+                    check({key: value})
+                except SpecError as e:
+                    return f"{name}.{key} came out {float(value):.4g} ({e.message})"
+            try:
+                check(section)
+            except SpecError as e:
+                return f"{name}: {e.message}"
+        return None
 
 
 SECTION_CHECKS: dict[str, Callable[[dict[str, float]], None]] = {}

@@ -65,6 +65,19 @@ class ClusterSpec(Sourced):
             )
         return gpus
 
+    @field_validator("network")
+    @classmethod
+    def _torus_fits(cls, network: NetworkSpec | None, info: ValidationInfo) -> NetworkSpec | None:
+        """A torus3d's ``torus_dims`` hold exactly ``nodes`` nodes (checked here, while the file is known;
+        :func:`clustertwin.topology.torus.torus3d` checks again for specs built in code)."""
+        nodes = info.data.get("nodes")
+        if network is None or network.topology != "torus3d" or network.torus_dims is None or nodes is None:
+            return network
+        x, y, z = network.torus_dims
+        if x * y * z != nodes:
+            raise ValueError(f"torus_dims {x}x{y}x{z} = {x * y * z} nodes, but nodes = {nodes}")
+        return network
+
     @model_validator(mode="after")
     def _check(self) -> ClusterSpec:
         if self.network is None:

@@ -95,6 +95,9 @@ def build(cls: type[M], data: Any, *, file: str | None = None, prefix: tuple = (
         check = getattr(obj, "check_sections", None)  # cross-layer checks (Calibration's parameter ranges)
         if callable(check):
             check()
+        bind = getattr(obj, "bind_file", None)  # a Calibration remembers its file for later errors
+        if file and callable(bind):
+            bind(file)
         return obj
     except SpecError as e:  # UnknownPresetError outside a field validator, check_sections
         raise e.with_context(file, prefix) from None

@@ -4,7 +4,8 @@ parallel KV exchange around it.
 * flash attention (Transformer-Engine stack, rate x :func:`head_dim_factor`): ``2 T span_c (qk + v) / t`` FLOPs (``span_c`` the keys the
   causal mask leaves, :func:`~clustertwin.train.flops.causal_span`: s/2, or the window w of a
   sliding-window layer) at
-  ``attention_efficiency`` of the 16-bit peak, backward ``FLASH_BWD_FACTOR`` x forward (Dao 2023);
+  ``attention_efficiency`` of the 16-bit peak (at most the peak itself), backward ``FLASH_BWD_FACTOR`` x
+  forward (Dao 2023);
 * unfused attention (Megatron-LM / Megatron-DeepSpeed): batched GEMMs of depth head_dim and span plus
   ``UNFUSED_SCORE_BYTES_FWD`` / ``_BWD`` bytes of memory traffic per score;
 * CP (ring attention): all-gather of K and V in the forward, K, V and their gradients in the backward
@@ -68,7 +69,8 @@ def attention_core(c: ModelShape, s: int, lay: Layouts, T, hw: Hardware, g: Gemm
     t = as_float(lay.tp)
     if hw.flash:
         flops = 2.0 * T * c.core_span * (c.qk + c.v) / t
-        rate = hw.peak16_flops * attention_efficiency(hw, params) * head_dim_factor(c, params)
+        # capped at the peak: a wide head (d > 128) lifts the rate, never past the tensor cores' peak
+        rate = hw.peak16_flops * min(1.0, attention_efficiency(hw, params) * head_dim_factor(c, params))
         return AttentionCore(flops / rate + params.kernel_latency_s,
                              FLASH_BWD_FACTOR * flops / rate + params.kernel_latency_s, KERNELS_FLASH_ATTENTION)
     dq, dv = c.qk / c.heads, c.v / c.heads

@@ -36,6 +36,16 @@ class ExpertGroups:
     ep_rpn: object
     edp_rpn: object
 
+    @property
+    def ep_stride(self) -> object:
+        """EP ranks are ``etp`` apart (module docstring)."""
+        return self.etp
+
+    @property
+    def edp_stride(self) -> object:
+        """Expert-DP ranks are ``etp ep`` apart."""
+        return self.etp * self.ep
+
 
 def expert_tp(lay):
     """ETP of each layout: the given degree, or TP (``etp`` = 0)."""

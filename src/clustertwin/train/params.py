@@ -22,20 +22,58 @@ from clustertwin.specs.hardware import FP8_GEMM_EFFICIENCY_RATIO
 _MAY_BE_INFINITE = frozenset({"te_stack_min_year"})
 
 
+MIN_EFFICIENCY = 1e-3
+"""Lowest value of any efficiency (and of a product of factors that forms one, :data:`PRODUCTS`): the slowest
+published figures of these kernels are ~10% of peak (unfused attention, small GEMMs); 0.1% describes another
+device or a broken measurement (wrong peak, clocks at idle), and below it the step time only extrapolates
+(``hbm_efficiency`` 1e-300 gave a 6.7e300-second step). CPU-host GEMMs against an all-core peak still clear it."""
+
+#: parameters whose range is not the kind rule of :func:`bound_problem`: (low, high, what the value is); each
+#: range is justified in the parameter's docstring
+RANGES: dict[str, tuple[float, float, str]] = {
+    "moe_imbalance": (1.0, math.inf, "is a load-imbalance factor (busiest EP rank's tokens over the mean)"),
+    "rank_jitter_cv": (0.0, 0.2, "is a relative standard deviation of GPU speed"),
+    "hbm_efficiency": (0.01, 1.0, "is an efficiency (fraction of the HBM bandwidth)"),
+}
+
+#: products of parameters that together form one kernel's fraction of a peak (so each product must be <= 1)
+PRODUCTS: tuple[tuple[tuple[str, str], str], ...] = (
+    (("gemm_efficiency", "fp8_gemm_efficiency_ratio"), "an FP8 GEMM's fraction of the FP8 peak"),
+    (("attention_efficiency", "attention_fa3_ratio"), "a FlashAttention-3 class kernel's fraction of the 16-bit peak"),
+)
+
+
 def bound_problem(name: str, value: float) -> str | None:
-    """Why ``value`` is not a valid ``name``, or None. By the parameter's kind: efficiencies (``*_efficiency``)
-    lie in (0, 1]; overlaps and fractions (``*_overlap``, ``memory_fragmentation``) in [0, 1]; every other
-    parameter (latencies, overheads, half-points, ratios, GiB) is >= 0 (ratios > 0); all are finite."""
+    """Why ``value`` is not a valid ``name``, or None. :data:`RANGES` first; else by the parameter's kind:
+    efficiencies (``*_efficiency``) lie in [:data:`MIN_EFFICIENCY`, 1] (a fraction of a peak, never above
+    it); overlaps and fractions (``*_overlap``, ``memory_fragmentation``) in [0, 1]; every other parameter
+    (latencies, overheads, half-points, ratios, GiB) is >= 0 (ratios > 0); all are finite."""
     v = float(value)
     if math.isnan(v) or (math.isinf(v) and name not in _MAY_BE_INFINITE):
         return f"must be a finite number (got {value!r})"
+    if name in RANGES:
+        lo, hi, what = RANGES[name]
+        want = f"value >= {lo:g}" if math.isinf(hi) else f"{lo:g} <= value <= {hi:g}"
+        return None if lo <= v <= hi else f"{what}, expected {want} (got {v:g})"
     if name.endswith("_efficiency"):
-        return None if 0 < v <= 1 else f"is an efficiency, expected 0 < value <= 1 (got {v:g})"
+        return None if MIN_EFFICIENCY <= v <= 1 else \
+            f"is an efficiency, expected 0 < value <= 1 (at least {MIN_EFFICIENCY:g}; got {v:g})"
     if name.endswith("_overlap") or name == "memory_fragmentation":
         return None if 0 <= v <= 1 else f"is a fraction, expected 0 <= value <= 1 (got {v:g})"
     if name.endswith("_ratio"):
         return None if v > 0 else f"is a ratio, expected > 0 (got {v:g})"
     return None if v >= 0 else f"must be >= 0 (got {v:g})"
+
+
+def product_problem(values: dict[str, float]) -> tuple[tuple[str, str], str] | None:
+    """The first :data:`PRODUCTS` pair whose product lies outside [:data:`MIN_EFFICIENCY`, 1], with why; None
+    when all do. ``values`` holds every parameter (defaults and overrides)."""
+    for (a, b), what in PRODUCTS:
+        x = float(values[a]) * float(values[b])
+        if not MIN_EFFICIENCY <= x <= 1:
+            return (a, b), (f"{a} {float(values[a]):g} x {b} {float(values[b]):g} = {x:.4g} is {what}, expected "
+                            f"{MIN_EFFICIENCY:g} <= product <= 1")
+    return None
 
 
 @dataclass(frozen=True, config=ConfigDict(allow_inf_nan=True))  # bounds per kind: see bound_problem
@@ -65,7 +103,10 @@ class TrainParams:
     """Fixed GPU time per kernel (launch ramp and wave tail), seconds."""
     hbm_efficiency: float = 0.87
     """Fraction of peak HBM bandwidth reached by streaming element-wise kernels (norms, activations,
-    dropout, softmax, optimizer); STREAM-like copies reach 85-92% on A100/H100."""
+    dropout, softmax, optimizer); STREAM-like copies reach 85-92% on A100/H100. Range [0.01, 1]: below 1% a
+    device stream runs slower than the host link (H100 3.35 TB/s x 1% = 34 GB/s against PCIe Gen5 x16's 63;
+    A100 1.6 TB/s x 1% = 16 GB/s against Gen4's 32), so the figure measures something else (pageable host
+    copies, idle clocks)."""
     attention_efficiency: float = 0.25
     """Fraction of the 16-bit peak reached by fused (flash) attention kernels over forward and
     backward on the Transformer-Engine stack (FlashAttention-2 class kernels on H100: ~35% forward, less
@@ -116,14 +157,19 @@ class TrainParams:
     Fitted once over the MoE calibration rows (any value in 0.6-1.2 ms gives the same median)."""
     moe_imbalance: float = 1.1
     """Dropless routing without forced balance: routed tokens of the busiest EP rank over the mean (the
-    step waits for it); a capacity factor caps it."""
+    step waits for it); a capacity factor caps it. At least 1: the busiest rank carries at least the mean
+    (below 1 every rank would get fewer tokens than the average, and 0 no work); physically at most the EP
+    degree (every token on one rank), which a layout, not the parameter, fixes."""
     pp_overlap: float = 0.5
     """Fraction of pipeline send/recv hidden behind compute of the other micro-batches."""
     rank_jitter_cv: float = 0.025
     """Standard deviation of a GPU's step time relative to the mean (same-SKU speed variation: Sinha et
     al. 2022 measured an 8% average and 22% maximum range across the GPUs of a cluster, about 8 standard
     deviations over thousands of GPUs: 1-2.8%); the step waits for the slowest GPU
-    (:mod:`clustertwin.train.stragglers`). 2.5%, fitted once to the calibration set within that range."""
+    (:mod:`clustertwin.train.stragglers`). 2.5%, fitted once to the calibration set within that range.
+    Range [0, 0.2]: per-GPU time ``t (1 + cv Z)`` turns negative beyond Z = -1/cv, a 5-sigma event at 0.2
+    (one GPU in ~3.5 million), so the normal model holds up to the largest clusters only below it; 0.2 is
+    7x the largest measured spread (2.8%)."""
     memory_reserved_gib: float = 3.0
     """Per-GPU memory the framework holds besides the model: CUDA context (~0.5 GiB), NCCL channel
     buffers and cuBLAS/cuDNN workspaces (~2.5 GiB), GiB."""
@@ -137,6 +183,9 @@ class TrainParams:
             problem = bound_problem(f.name, getattr(self, f.name))
             if problem:
                 raise ValueError(f"training parameter {f.name} {problem}")
+        both = product_problem({f.name: getattr(self, f.name) for f in fields(self)})
+        if both:
+            raise ValueError(f"training parameters {both[1]}")
 
     @classmethod
     def names(cls) -> list[str]:
@@ -154,6 +203,9 @@ class TrainParams:
             problem = bound_problem(k, overrides[k])
             if problem:
                 raise SpecError(problem, path=("train", k))
+        both = product_problem({**{n: getattr(self, n) for n in valid}, **overrides})
+        if both:
+            raise SpecError(both[1], path=("train",))
         return replace(self, **{k: float(v) for k, v in overrides.items()})
 
 

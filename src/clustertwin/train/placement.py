@@ -2,6 +2,7 @@
 
 Sizes: TP ``tp``, CP ``cp``, the dense gradient group DP x CP, the expert groups EP, expert-TP and
 expert-DP ``tp cp dp / (etp ep)`` folded over the dense ranks (:mod:`clustertwin.train.moe_layout`), PP.
+Each :class:`Group` carries its size, ranks per node, stride and traffic pattern; nothing else derives them.
 
 **Rank order** (Megatron-Core's default ``tp-cp-ep-dp-pp``, fastest first): global rank
 ``r = tp_rank + tp (cp_rank + cp (dp_rank + dp pp_rank))`` with the EP ranks the fastest part of DP, and
@@ -34,10 +35,19 @@ from clustertwin.train.moe_layout import expert_groups
 
 @dataclass
 class Group:
-    """One parallel group: members and members per node (ints or int arrays)."""
+    """One parallel group: members, members per node, their stride in the rank order and the traffic pattern
+    of its collective (ints or int arrays). The one place group shapes are defined: the collective model,
+    the topology traffic pass (:mod:`clustertwin.train.topology_comm`) and ``explain`` all read them here."""
 
     size: object
     ranks_per_node: object
+    stride: object = 1
+    """ranks between neighbouring members in the rank order (module docstring)"""
+    pattern: str = "ring"
+    """traffic pattern on the fabric: ``ring`` (all-reduce/all-gather/reduce-scatter, p2p) or ``all_to_all``"""
+    span: object = None
+    """members whose node footprint carries the traffic when it differs from ``size`` (the pipeline: a hop
+    is a pair of stages, the concurrent hops span all ``pp`` stages)"""
     net_fraction: object = None
     """share of injection bandwidth under concurrent groups (:mod:`clustertwin.train.topology_comm`)"""
     net_hops: object = None
@@ -58,7 +68,18 @@ class Groups:
     pp: Group
     """one pipeline hop: a pair of neighbouring stages"""
     etp: Group
-    """expert tensor parallelism (= TP)"""
+    """expert tensor parallelism (ETP; = TP unless set)"""
+
+    KINDS = ("tp", "cp", "dp", "ep", "edp", "pp", "etp")
+    """Every group kind, in the order the traffic pass reports them."""
+
+    def shapes(self) -> dict[str, tuple[object, object, str]]:
+        """``kind -> (members placed, stride, pattern)`` for the topology traffic pass."""
+        out = {}
+        for kind in self.KINDS:
+            g: Group = getattr(self, kind)
+            out[kind] = (g.size if g.span is None else g.span, g.stride, g.pattern)
+        return out
 
 
 def ranks_per_node(size, stride, gpus_per_node: int):
@@ -73,15 +94,14 @@ def groups(lay: Layouts, gpus_per_node: int) -> Groups:
     gpn = gpus_per_node
     dpcp = dp * cp
     eg = expert_groups(lay, gpn, ranks_per_node)  # MoE parallel folding (moe_layout)
-    tp_group = Group(tp, fmin(tp, gpn))
     pp_stride = tp * cp * dp
     return Groups(
-        tp=tp_group,
-        cp=Group(cp, ranks_per_node(cp, tp, gpn)),
-        dp=Group(dpcp, ranks_per_node(dpcp, tp, gpn)),
-        ep=Group(eg.ep, eg.ep_rpn),
-        edp=Group(eg.edp, eg.edp_rpn),
-        pp=Group(where(pp > 1, 2, 1), where(pp_stride * pp <= gpn, 2, 1)),
+        tp=Group(tp, fmin(tp, gpn)),
+        cp=Group(cp, ranks_per_node(cp, tp, gpn), stride=tp),
+        dp=Group(dpcp, ranks_per_node(dpcp, tp, gpn), stride=tp),
+        ep=Group(eg.ep, eg.ep_rpn, stride=eg.ep_stride, pattern="all_to_all"),
+        edp=Group(eg.edp, eg.edp_rpn, stride=eg.edp_stride),
+        pp=Group(where(pp > 1, 2, 1), where(pp_stride * pp <= gpn, 2, 1), stride=pp_stride, span=pp),
         etp=Group(eg.etp, eg.etp_rpn),
     )
 

@@ -66,6 +66,7 @@ from clustertwin.train.optimizer import optimizer_time
 from clustertwin.train.output_layer import end_blocks
 from clustertwin.train.overlap import data_parallel_time, largest_stage
 from clustertwin.train.params import TrainParams
+from clustertwin.train.physics import check_peak
 from clustertwin.train.pipeline import FIRST, LAST, p2p_time, pipeline_time, select, stage_plan
 from clustertwin.train.placement import Group, groups, ranks_per_node
 from clustertwin.train.stack import Stack, resolve_stack
@@ -112,16 +113,20 @@ def evaluate_layouts(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, globa
     with memory, ``mem_<term>`` for every :data:`MEMORY_TERMS`, ``mem_total`` (bytes) and ``fits``.
     ``stack``: the software stack (default: by GPU generation, :func:`~clustertwin.train.stack.resolve_stack`);
     ``placement``: the job's nodes (:mod:`~clustertwin.train.topology_comm`); ``dataset``: what the job
-    reads (:mod:`~clustertwin.train.data`; None: no data term)."""
+    reads (:mod:`~clustertwin.train.data`; None: no data term). SpecError when a layout's MFU or HFU passes 1
+    (:func:`~clustertwin.train.physics.check_peak`)."""
     if not lay.is_scalar and len(lay) <= SCALAR_LOOP_MAX:
         rows = []
         for i in range(len(lay)):
             one = Layouts(*(int(getattr(lay, f)[i]) for f in LAYOUT_FIELDS))  # type: ignore[arg-type]
             rows.append(_evaluate(model, cluster, one, global_batch, precision, params, seq_len, calibration,
                                   with_memory, stack, placement, dataset))
-        return {k: np.array([r[k] for r in rows]) for k in rows[0]}
-    return _evaluate(model, cluster, lay, global_batch, precision, params, seq_len, calibration, with_memory, stack,
-                     placement, dataset)
+        out = {k: np.array([r[k] for r in rows]) for k in rows[0]}
+    else:
+        out = _evaluate(model, cluster, lay, global_batch, precision, params, seq_len, calibration, with_memory,
+                        stack, placement, dataset)
+    check_peak(out, lay, model, params, calibration)  # MFU/HFU <= 1 for every layout (physics.py)
+    return out
 
 
 def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch: int, precision: str,

@@ -36,7 +36,7 @@ from clustertwin.errors import SpecError
 from clustertwin.specs.cluster import ClusterSpec
 from clustertwin.topology import Topology, build, group_bandwidth, groups_of, place
 from clustertwin.train.layout import Layouts
-from clustertwin.train.placement import Groups
+from clustertwin.train.placement import Groups, groups
 from clustertwin.train.spec_keys import spec_key
 
 PLACEMENTS = ("contiguous", "scattered", "random")
@@ -44,6 +44,9 @@ _CACHE: dict[tuple, tuple[float, int]] = {}
 _NODES: dict[tuple, np.ndarray] = {}
 _CACHE_LIMIT = 4096
 _TOPOLOGIES: dict[ClusterSpec, Topology] = {}
+MAX_PLACEMENT_NODES = 1_048_576
+"""Most nodes a ``--placement`` node list may name (2^20, above any catalog cluster); the cluster's own node
+count is the bound when it is known."""
 
 
 def _topology(cluster: ClusterSpec) -> Topology:
@@ -68,28 +71,45 @@ def placement_key(placement) -> tuple:
     return ("nodes", *(int(x) for x in np.asarray(placement).reshape(-1)))
 
 
-def parse_placement(text: str | None) -> str | list[int]:
-    """CLI form: ``contiguous``/``scattered``/``random``, or node indices ``0-63,128-191`` / ``0,5,9``."""
+def _is_index(text: str) -> bool:
+    """ASCII digits only (a sign, a space or a letter is not a node index)."""
+    return bool(text) and text.isascii() and text.isdigit()
+
+
+def parse_placement(text: str | None, nodes: int | None = None) -> str | list[int]:
+    """CLI form: ``contiguous``/``scattered``/``random``, or node indices ``0-63,128-191`` / ``0,5,9``.
+
+    Work cap: every index and range end is checked against ``0 .. nodes-1`` (the cluster's nodes; default
+    :data:`MAX_PLACEMENT_NODES`) and the running count against the same bound *before* the range is
+    listed, so ``0-99999999999`` or a 30-digit end is a one-line SpecError naming ``--placement``."""
     if text is None or text == "":
         return "contiguous"
     t = text.strip()
     if t in PLACEMENTS:
         return t
-    nodes: list[int] = []
+    limit = MAX_PLACEMENT_NODES if nodes is None else min(int(nodes), MAX_PLACEMENT_NODES)
+    out: list[int] = []
     for part in t.split(","):
         part = part.strip()
-        try:
-            if "-" in part:
-                a, b = (int(x) for x in part.split("-", 1))
-                if b < a:
-                    raise ValueError
-                nodes.extend(range(a, b + 1))
-            else:
-                nodes.append(int(part))
-        except ValueError:
-            placement_key(t)  # a misspelt name: the unknown-placement error with a suggestion
-            raise SpecError(f"placement: cannot read '{part}' (expected a node index or a range a-b)") from None
-    return nodes
+        a_s, sep, b_s = (x.strip() for x in part.partition("-"))
+        if not (_is_index(a_s) and (_is_index(b_s) or not sep)):
+            if not any(ch.isdigit() for ch in t):
+                placement_key(t)  # a misspelt name: the unknown-placement error with a suggestion
+            raise SpecError(f"--placement: cannot read '{part[:40]}' (expected a node index or a range a-b)")
+        if max(len(a_s.lstrip("0")), len(b_s.lstrip("0"))) > len(str(limit)):  # refused unconverted
+            raise SpecError(f"--placement: '{part[:40]}' names a node beyond the cluster's nodes 0..{limit - 1:,}")
+        a = int(a_s)
+        b = int(b_s) if sep else a
+        if b < a:
+            raise SpecError(f"--placement: node range '{part}' ends before it starts")
+        if b >= limit:
+            raise SpecError(f"--placement: node index {b:,} in '{part}' is outside the cluster's nodes "
+                            f"0..{limit - 1:,}")
+        if len(out) + (b - a + 1) > limit:
+            raise SpecError(f"--placement lists more than {limit:,} nodes, the most there are (a node may "
+                            "appear once)")
+        out.extend(range(a, b + 1))
+    return out
 
 
 def job_nodes(cluster: ClusterSpec, n_nodes: int, placement) -> np.ndarray:
@@ -144,23 +164,21 @@ def kind_traffic(cluster: ClusterSpec, n_nodes: int, m: int, s: int, pattern: st
     return out
 
 
-def _kinds(lay: Layouts) -> dict[str, tuple[object, object, str]]:
-    tp, cp, dp, ep, pp = lay.tp, lay.cp, lay.dp, lay.ep, lay.pp
-    dpcp = dp * cp
-    edp = np.maximum(dpcp // ep, 1) if isinstance(dpcp, np.ndarray) else max(dpcp // ep, 1)
-    return {"tp": (tp, 1, "ring"), "cp": (cp, tp, "ring"), "dp": (dpcp, tp, "ring"),
-            "ep": (ep, tp * cp, "all_to_all"), "edp": (edp, tp * ep, "ring"), "pp": (pp, tp * cp * dp, "ring")}
+def _kinds(lay: Layouts, gpus_per_node: int) -> dict[str, tuple[object, object, str]]:
+    """(members placed, stride, pattern) of every group kind, from the one owner of group shapes
+    (:meth:`clustertwin.train.placement.Groups.shapes`)."""
+    return groups(lay, gpus_per_node).shapes()
 
 
 def net_fractions(cluster: ClusterSpec, lay: Layouts, gpus_per_node: int, placement="contiguous") -> dict:
     """Fraction of injection bandwidth of every group kind of every layout (floats for a scalar layout,
-    arrays otherwise); keys ``tp cp dp ep edp pp``."""
+    arrays otherwise); keys :attr:`Groups.KINDS` (``tp cp dp ep edp pp etp``)."""
     return _per_kind(cluster, lay, gpus_per_node, placement)[0]
 
 
 def net_hops(cluster: ClusterSpec, lay: Layouts, gpus_per_node: int, placement="contiguous") -> dict:
     """Switch hops of every group kind where the placement puts it (:func:`kind_traffic`; ints for a
-    scalar layout, int arrays otherwise; 0 = inside a node); keys ``tp cp dp ep edp pp``."""
+    scalar layout, int arrays otherwise; 0 = inside a node); keys :attr:`Groups.KINDS`."""
     return _per_kind(cluster, lay, gpus_per_node, placement)[1]
 
 
@@ -176,12 +194,12 @@ def _per_kind(cluster: ClusterSpec, lay: Layouts, gpn: int, placement) -> tuple[
     hops: dict[str, object] = {}
     if lay.is_scalar:
         n_nodes = max(1, int(lay.gpus) // gpn)
-        for name, (size, stride, pattern) in _kinds(lay).items():
+        for name, (size, stride, pattern) in _kinds(lay, gpn).items():
             m, s = node_shape(int(size), int(stride), gpn)  # type: ignore[call-overload]
             frac[name], hops[name] = kind_traffic(cluster, n_nodes, m, s, pattern, placement)
         return frac, hops
     n_nodes_a = np.maximum(np.asarray(lay.gpus) // gpn, 1).astype(np.int64)
-    for name, (size, stride, pattern) in _kinds(lay).items():
+    for name, (size, stride, pattern) in _kinds(lay, gpn).items():
         size_a = np.broadcast_to(np.asarray(size), n_nodes_a.shape).astype(np.int64)
         stride_a = np.broadcast_to(np.asarray(stride), n_nodes_a.shape).astype(np.int64)
         m_a = np.where(stride_a < gpn, np.maximum(1, -(-size_a * stride_a // gpn)), size_a)
@@ -199,11 +217,11 @@ def _per_kind(cluster: ClusterSpec, lay: Layouts, gpn: int, placement) -> tuple[
 def with_topology(cluster: ClusterSpec, lay: Layouts, grp: Groups, gpus_per_node: int,
                   placement="contiguous") -> Groups:
     """``grp`` with every group's ``net_fraction`` and ``net_hops`` set from :func:`net_fractions` and
-    :func:`net_hops` (expert-TP as TP)."""
+    :func:`net_hops` (each kind its own, expert-TP included)."""
     f, h = _per_kind(cluster, lay, gpus_per_node, placement)
 
     def g(group, kind: str):
         return replace(group, net_fraction=f[kind], net_hops=h[kind])
 
     return Groups(tp=g(grp.tp, "tp"), cp=g(grp.cp, "cp"), dp=g(grp.dp, "dp"), ep=g(grp.ep, "ep"),
-                  edp=g(grp.edp, "edp"), pp=g(grp.pp, "pp"), etp=g(grp.etp, "tp"))
+                  edp=g(grp.edp, "edp"), pp=g(grp.pp, "pp"), etp=g(grp.etp, "etp"))
