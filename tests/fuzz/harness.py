@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import signal
+import time
 from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,6 +25,10 @@ CASE_TIMEOUT_S = 30.0
 """A case running longer than this is a hang (the slowest legitimate case takes well under 2 s on an idle core)."""
 CASES: Counter[str] = Counter()
 """Cases run per surface in this session (printed by the fuzz conftest's terminal summary)."""
+PROBLEMS: Counter[str] = Counter()
+"""Hangs and internal errors (exit 1) seen; each also fails its test."""
+CASE_CPU_S: Counter[str] = Counter()
+"""CPU seconds of those cases per surface (the summary states the suite's cost too)."""
 REPO = Path(__file__).resolve().parents[2]
 
 #: number texts that broke some parser or model once, and their neighbours
@@ -91,11 +96,17 @@ def check(r: CliResult, args: tuple[str, ...]) -> CliResult:
 def run(surface: str, *args: str, timeout_s: float = CASE_TIMEOUT_S) -> CliResult:
     """One fuzz case: the CLI in-process, bounded in time, checked against the contract."""
     CASES[surface] += 1
+    cpu = time.process_time()
     try:
         with bounded(timeout_s):
             r = run_cli(*args)
     except CaseTimeout:
+        PROBLEMS["hangs"] += 1
         raise AssertionError(f"hang: `{' '.join(args)}` ran past {timeout_s:g} s") from None
+    finally:
+        CASE_CPU_S[surface] += time.process_time() - cpu
+    if r.code == 1:
+        PROBLEMS["internal errors"] += 1
     return check(r, args)
 
 
