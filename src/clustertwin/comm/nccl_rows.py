@@ -77,12 +77,7 @@ def _int(text: str, what: str, lo: int = 0) -> int:
     elif _DIGITS.match(t):  # more than 19 digits: beyond int64 whatever it says
         raise BadRow("out of range", f"{what} of {len(t)} digits (expected {lo}..2^63-1)")
     else:
-        try:
-            f = float(t)
-        except ValueError:
-            raise BadRow("not a number", f"{what} {t[:40]!r}") from None
-        if not math.isfinite(f):
-            raise BadRow("not finite", f"{what} {t[:40]!r}")
+        f = _float(t, what)
         if f != int(f):
             raise BadRow("not a number", f"{what} {t[:40]!r} is not an integer")
         v = int(f)
