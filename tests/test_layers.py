@@ -82,3 +82,42 @@ def test_train_files_stay_small():
 def test_training_specs_do_no_catalog_io(name):
     targets = {t for _, t in _imports(SRC / "specs" / f"{name}.py")}
     assert "catalog" not in targets
+
+
+MAX_LINES = 400
+"""No source file over this many lines: a file that grows splits by mechanism."""
+
+
+def test_no_source_file_over_the_size_target():
+    big = {str(p.relative_to(SRC)): n for p in SRC.rglob("*.py") if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert not big, big
+
+
+def _module_graph():
+    """Edges ``a -> b`` between modules of one package (module-level and lazy imports alike)."""
+    import networkx as nx
+
+    mods = {m for m, _ in _modules()}
+    g = nx.DiGraph()
+    for m, path in _modules():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets: list[str] = []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and \
+                    node.module.startswith("clustertwin."):
+                base = node.module.removeprefix("clustertwin.")
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [a.name.removeprefix("clustertwin.") for a in node.names if a.name.startswith("clustertwin.")]
+            for t in targets:
+                if t in mods and t != m and t.split(".")[0] == m.split(".")[0] and not t.endswith("__init__"):
+                    g.add_edge(m, t)
+    return g
+
+
+def test_no_import_cycle_inside_a_package():
+    """One module owns what two share (comm/candidate.py, cli/sched_common.py, ...), so no pair of modules of a
+    package imports each other, directly or around a loop."""
+    import networkx as nx
+
+    cycles = [sorted(c) for c in nx.strongly_connected_components(_module_graph()) if len(c) > 1]
+    assert not cycles, cycles

@@ -48,7 +48,7 @@ comment_safe = one_line
 
 def script_json(json_text: str) -> Markup:
     """JSON text safe inside a ``<script>`` element: ``<``, ``>``, ``&``, U+2028 and U+2029 written as
-    ``\\uXXXX`` escapes, so the same value parses back and no ``</script>`` can close the element."""
+    ``\\u003c``-style escapes, so the same value parses back and no ``</script>`` can close the element."""
     for ch, rep in _JSON_IN_SCRIPT.items():
         json_text = json_text.replace(ch, rep)
     return Markup(json_text)

@@ -97,15 +97,16 @@ def test_node_bench_format_reads_back_with_both_blocks():
     """`node bench` prints torch's in-place all_reduce in the in-place block (N/A out-of-place) and both
     blocks of all_gather; the reader counts exactly the timings that were measured."""
     from clustertwin.ops import bench as bm
+    from clustertwin.ops import bench_collectives as bc
 
     rows = [bm.CollectiveRow(4096, 1024, 20.0, 0.2, 0.2, 0), bm.CollectiveRow(8192, 2048, 30.0, 0.27, 0.27, 0)]
     ar = bm.CollectiveResult("all_reduce", "gloo", 2, "2 CPU processes", rows, "torch", "in-place")
-    log = parse_log(bm.format_nccl_tests(ar))
+    log = parse_log(bc.format_nccl_tests(ar))
     assert log.op == "all_reduce" and log.blocks == 2
     assert log.rows[0].out_of_place is None and log.rows[0].in_place.time_us == 20.0
     both = [bm.CollectiveRow(4096, 1024, 20.0, 0.2, 0.1, 0, 18.0, 0)]
     ag = bm.CollectiveResult("all_gather", "gloo", 2, "2 CPU processes", both, "torch")
-    log = parse_log(bm.format_nccl_tests(ag))
+    log = parse_log(bc.format_nccl_tests(ag))
     assert log.blocks == 2 and log.rows[0].in_place.time_us == 18.0 and log.rows[0].out_of_place.time_us == 20.0
 
 

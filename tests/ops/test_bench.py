@@ -11,6 +11,8 @@ from clustertwin import specs, train
 from clustertwin.cli.common import load_calibration, load_cluster, load_model
 from clustertwin.errors import SpecError
 from clustertwin.ops import bench as bm
+from clustertwin.ops import bench_collectives as bc
+from clustertwin.ops import bench_storage
 from clustertwin.ops.calibrate import calibration_from_bench, write_calibration
 from clustertwin.units import KIB, MIB
 
@@ -19,7 +21,7 @@ pytest.importorskip("torch")
 
 @pytest.fixture(scope="module")
 def gloo_all_reduce() -> bm.CollectiveResult:
-    res, skipped = bm.collectives(["all_reduce"], bm.sweep_sizes(4 * KIB, 1 * MIB, 4), world_size=2, backend="gloo")
+    res, skipped = bc.collectives(["all_reduce"], bc.sweep_sizes(4 * KIB, 1 * MIB, 4), world_size=2, backend="gloo")
     assert not skipped
     return res[0]
 
@@ -32,7 +34,7 @@ def test_gloo_all_reduce_table(gloo_all_reduce):
     assert all(row.wrong == 0 for row in r.rows)
     for row in r.rows:  # nccl-tests: busbw = algbw x 2(n-1)/n = algbw for n = 2; count = size / 4
         assert row.busbw_gb_per_s == pytest.approx(row.algbw_gb_per_s) and row.count == row.size_bytes // 4
-    text = bm.format_nccl_tests(r)
+    text = bc.format_nccl_tests(r)
     assert "# Avg bus bandwidth    :" in text and "# Out of bounds values : 0 OK" in text
     assert "(B)" in text and "(GB/s)" in text
 
@@ -67,7 +69,7 @@ def test_cpu_gemm_memory_storage(tmp_path):
 
     if not torch.cuda.is_available():
         assert dev is None and "no GPU" in reason
-    st = bm.storage(tmp_path, 8 * MIB, iodepth=2, ssd_id="pm9a3", rand_seconds=0.2)
+    st = bench_storage.storage(tmp_path, 8 * MIB, iodepth=2, ssd_id="pm9a3", rand_seconds=0.2)
     assert st.seq_write_gb_per_s > 0 and st.seq_read_gb_per_s > 0 and st.rand_read_iops > 0
     assert st.expected["rand_read_iops"] == 900000 and list(tmp_path.iterdir()) == []
 
@@ -84,10 +86,10 @@ def test_dist_bench_under_launcher_env(monkeypatch):
     """The multi-node stage's module, run as torchrun would start a single rank (env:// rendezvous)."""
     from clustertwin.ops import dist_bench
 
-    for k, v in {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(bm._free_port()), "RANK": "0", "WORLD_SIZE": "1",
+    for k, v in {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(bc.free_port()), "RANK": "0", "WORLD_SIZE": "1",
                  "LOCAL_RANK": "0"}.items():
         monkeypatch.setenv(k, v)
-    res = dist_bench.run("all_reduce", bm.sweep_sizes(4 * KIB, 64 * KIB, 4), backend="gloo")
+    res = dist_bench.run("all_reduce", bc.sweep_sizes(4 * KIB, 64 * KIB, 4), backend="gloo")
     assert res is not None and res.world_size == 1 and [r.size_bytes for r in res.rows] == [4096, 16384, 65536]
     assert all(r.wrong == 0 and r.algbw_gb_per_s > 0 for r in res.rows)
 
@@ -118,7 +120,7 @@ def test_collective_timing_agrees_on_the_repeat_count_across_ranks(tmp_path):
     """Per-rank clocks differ; a repeat count decided locally would desynchronise the ranks (gloo aborts)."""
     import torch.multiprocessing as mp
 
-    mp.start_processes(_uneven_worker, args=(f"tcp://127.0.0.1:{bm._free_port()}", str(tmp_path)), nprocs=2,
+    mp.start_processes(_uneven_worker, args=(f"tcp://127.0.0.1:{bc.free_port()}", str(tmp_path)), nprocs=2,
                        join=True, start_method="spawn")
     times = [float((tmp_path / f"rank{r}").read_text()) for r in (0, 1)]
     assert all(t >= 0.002 for t in times)  # every call waited for the slow rank

@@ -53,7 +53,7 @@ def test_mig_change_pending_is_flagged():
     text = text[:i] + text[i:].replace("Pending                           : Enabled",
                                        "Pending                           : Disabled", 1)
     g3 = parse_nvidia_smi_q(text).gpus[3]
-    from clustertwin.ops.check import gpu_findings
+    from clustertwin.ops.gpu_health import gpu_findings
     codes = {f.code: f.severity for f in gpu_findings([g3], "smi")}
     assert codes["MIG_CHANGE_PENDING"] == "warning"
 

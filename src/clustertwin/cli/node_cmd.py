@@ -12,6 +12,8 @@ from clustertwin.cli.common import JsonOpt, console, print_json, table
 from clustertwin.cli.terminal import safe_text, styled
 from clustertwin.errors import SpecError
 from clustertwin.ops import bench as bm
+from clustertwin.ops import bench_collectives as bc
+from clustertwin.ops import bench_storage
 from clustertwin.ops.calibrate import calibration_from_bench, write_calibration
 from clustertwin.ops.check import CheckReport, check_node
 from clustertwin.ops.findings import Finding, worst
@@ -204,10 +206,10 @@ def bench_command(
     if "collectives" not in skip:
         sizes = None
         if max_bytes is not None:
-            sizes = bm.sweep_sizes(parse_size(min_bytes), parse_size(max_bytes))
+            sizes = bc.sweep_sizes(parse_size(min_bytes), parse_size(max_bytes))
         elif min_bytes != "8K":
             raise SpecError("--min-bytes needs --max-bytes")
-        report.collectives, sk = bm.collectives(ops, sizes, nprocs)
+        report.collectives, sk = bc.collectives(ops, sizes, nprocs)
         report.skipped += sk
     if storage_tool not in ("auto", "fio", "python"):
         raise SpecError(f"--storage-tool takes auto, fio or python (got '{storage_tool}')")
@@ -217,7 +219,7 @@ def bench_command(
         if storage_tool == "fio" or (storage_tool == "auto" and fio_version() is not None):
             report.storage = fio_storage(storage, storage_mib * MIB, iodepth, ssd)
         else:
-            report.storage = bm.storage(storage, storage_mib * MIB, iodepth, ssd)
+            report.storage = bench_storage.storage(storage, storage_mib * MIB, iodepth, ssd)
             if storage_tool == "python":
                 report.storage = replace(report.storage, tool="python (os.write/readv, preadv threads; "
                                                               "--storage-tool python)")
@@ -245,7 +247,7 @@ def bench_command(
                             [[m.where, m.tool, m.bytes_per_copy, m.gb_per_s, m.peak_gb_per_s, m.pct_of_peak,
                               m.peak_source] for m in report.memory]))
     for c in report.collectives:
-        console.print(bm.format_nccl_tests(c), markup=False, highlight=False, soft_wrap=True)
+        console.print(bc.format_nccl_tests(c), markup=False, highlight=False, soft_wrap=True)
     if report.storage:
         st = report.storage
         exp = st.expected

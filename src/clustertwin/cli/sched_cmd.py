@@ -8,11 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import typer
-from rich.console import Console
 
-from clustertwin.cli.common import DEFAULT_CLUSTER, JsonOpt, console, load_cluster, print_json, table
+from clustertwin.cli.common import DEFAULT_CLUSTER, JsonOpt, load_cluster, print_json, table
 from clustertwin.cli.progress import LazyProgress
-from clustertwin.cli.terminal import SafeConsole
+from clustertwin.cli.sched_common import check_finite, checked_names, output_console, read_jobs, split_list
 from clustertwin.errors import SpecError
 from clustertwin.sched import cluster as sched_cluster
 from clustertwin.sched import engine, failures, fill, metrics, readers
@@ -30,63 +29,12 @@ _METRIC_COLUMNS = [
 ]
 
 
-WIDE_COLUMNS = 180
-"""Width used for tables when output is not a terminal (files, pipes), so the metric table stays whole."""
-
-
-def _out() -> Console:
-    return console if console.is_terminal else SafeConsole(width=WIDE_COLUMNS)
-
-
-def _split(text: str) -> list[str]:
-    return [x.strip() for x in text.split(",") if x.strip()]
-
-
-def _names(text: str, choices, what: str) -> list[str]:
-    """Comma-separated names, each one of ``choices``; at least one."""
-    from clustertwin.errors import did_you_mean
-
-    names = _split(text)
-    if not names:
-        raise SpecError(f"--{what} '{text}' names no {what}; choose from {', '.join(choices)}")
-    for x in names:
-        if x not in choices:
-            raise SpecError(f"unknown {what} '{x}'{did_you_mean(x, choices)}; choose from {', '.join(choices)}")
-    return names
-
-
-def _finite(value: float | None, flag: str, *, positive: bool = True) -> None:
-    import math
-
-    if value is None:
-        return
-    if not math.isfinite(value) or (positive and value <= 0):
-        raise SpecError(f"{flag} must be a finite number{' > 0' if positive else ''}, got {value}")
-
-
 def _cluster(cluster: str, node_list: Path | None, nodes_per_leaf: int | None) -> sched_cluster.SchedCluster:
     if node_list is not None:
         return sched_cluster.from_node_list(
             node_list,
             nodes_per_leaf=sched_cluster.DEFAULT_NODES_PER_LEAF if nodes_per_leaf is None else nodes_per_leaf)
     return sched_cluster.from_spec(load_cluster(cluster), nodes_per_leaf)
-
-
-def _read(trace: Path, fmt: str, strict: bool, cl: sched_cluster.SchedCluster, limit_jobs: int | None,
-          sensor: Path | None = None):
-    if limit_jobs is not None and limit_jobs < 1:
-        raise SpecError("--max-jobs must be >= 1")
-    from clustertwin.sched.synthetic import GENERATE_STEPS
-
-    with LazyProgress() as bar:  # a bar on stderr once generating a synthetic trace takes over a second
-        gen = bar.task("generating synthetic jobs", GENERATE_STEPS) if fmt == "synthetic" else None
-        tr = readers.read_trace(trace, fmt, strict=strict, cluster_gpus=cl.total_gpus, max_jobs=limit_jobs,
-                                sensor=sensor, progress=gen)
-    if limit_jobs is not None:
-        jobs = tr.jobs.subset(slice(0, limit_jobs))
-        tr.report.excluded["beyond --max-jobs"] += len(tr.jobs) - len(jobs)
-        return jobs, tr.report
-    return tr.jobs, tr.report
 
 
 def simulate_command(
@@ -127,15 +75,15 @@ def simulate_command(
     json_out: bool = JsonOpt,
 ) -> None:
     """Replay a job trace under one or more policies and placements, side by side."""
-    pols = [engine.get_policy(p) for p in _names(policy, engine.POLICIES, "policy")]
-    places = _names(placement, PLACEMENTS, "placement")
-    _finite(mtbf_h, "--node-mtbf-h")
-    _finite(mttr_h, "--node-mttr-h")
+    pols = [engine.get_policy(p) for p in checked_names(policy, engine.POLICIES, "policy")]
+    places = checked_names(placement, PLACEMENTS, "placement")
+    check_finite(mtbf_h, "--node-mtbf-h")
+    check_finite(mttr_h, "--node-mttr-h")
     if max_requeues < 0:
         raise SpecError("--max-requeues must be >= 0")
-    _finite(compress, "--compress")
+    check_finite(compress, "--compress")
     cl = _cluster(cluster, node_list, nodes_per_leaf)
-    jobs, report = _read(trace, fmt, strict, cl, max_jobs, sensor)
+    jobs, report = read_jobs(trace, fmt, strict, cl, max_jobs, sensor)
     if len(jobs) == 0:
         raise SpecError(f"no jobs to replay in {trace} ({report.malformed} malformed lines, "
                         f"excluded: {dict(report.excluded)})")
@@ -176,7 +124,7 @@ def simulate_command(
     if json_out:
         print_json(doc)
         return
-    out_console = _out()
+    out_console = output_console()
     out_console.print(f"{cl.summary()}; "
                   f"trace {report.format}: {len(jobs):,} jobs, {report.malformed} malformed lines skipped, "
                   f"excluded {dict(report.excluded) or 'none'}")
@@ -230,15 +178,15 @@ def fill_command(
     """Fill the cluster with tasks sampled from the trace (no departures) and report unallocated GPUs."""
     import math
 
-    places = _names(placement, PLACEMENTS, "placement")
+    places = checked_names(placement, PLACEMENTS, "placement")
     try:
-        load_list = [float(x) for x in _split(loads)]
+        load_list = [float(x) for x in split_list(loads)]
     except ValueError:
         raise SpecError(f"--loads '{loads}' must be comma-separated numbers") from None
     if not load_list or any(not math.isfinite(x) or not 0 < x <= fill.MAX_LOAD for x in load_list):
         raise SpecError(f"--loads '{loads}' must be comma-separated fractions of capacity in (0, {fill.MAX_LOAD:g}]")
     cl = _cluster(cluster, node_list, nodes_per_leaf)
-    jobs, report = _read(trace, fmt, strict, cl, None)
+    jobs, report = read_jobs(trace, fmt, strict, cl, None)
     results = []
     with LazyProgress() as bar:
         for pl in places:
@@ -250,7 +198,7 @@ def fill_command(
         return
     cols = [f"{x:.0%} load" for x in results[0].loads]
     rows = [[r.placement, *r.unallocated_gpus] for r in results]
-    _out().print(table(f"unallocated GPUs of {cl.total_gpus:,} after filling with {report.format} tasks "
+    output_console().print(table(f"unallocated GPUs of {cl.total_gpus:,} after filling with {report.format} tasks "
                         f"(seed {seed}){cl.skipped_note()}", ["placement", *cols], rows))
 
 
@@ -281,7 +229,7 @@ def crosscheck_command(
         doc["per_job"] = crosscheck.per_job(tr, run, cmp_, res)
         print_json(doc)
         return
-    out = _out()
+    out = output_console()
     d = doc["start_diff_s"]
     out.print(f"local Slurm: {nodes} virtual nodes x {gpus_per_node} GRES GPUs, {jobs} sleep jobs, "
               f"{doc['slurm_wall_s']:.0f} s; simulator: backfill (FIFO + EASY), {placement}")
@@ -324,20 +272,20 @@ def partitions_command(
     """Same trace under team partitions, Kueue-style quotas/cohorts and one shared pool: utilisation gap."""
     from clustertwin.sched import partitions, synthetic
 
-    lays = _names(layouts, partitions.LAYOUTS, "layout")
+    lays = checked_names(layouts, partitions.LAYOUTS, "layout")
     engine.get_policy(policy)
     if placement not in PLACEMENTS:
         raise SpecError(f"unknown placement '{placement}'; choose from {', '.join(PLACEMENTS)}")
-    _finite(borrowing_limit, "--borrowing-limit-gpus", positive=False)
+    check_finite(borrowing_limit, "--borrowing-limit-gpus", positive=False)
     cl = _cluster(cluster, node_list, None)
-    jobs, report = _read(trace, fmt, False, cl, max_jobs)
+    jobs, report = read_jobs(trace, fmt, False, cl, max_jobs)
     if len(jobs) == 0:
         raise SpecError(f"no jobs to replay in {trace}")
     names, team = synthetic.team_of_jobs(jobs)
     w = None
     if shares is not None:
         try:
-            w = [float(x) for x in _split(shares)]
+            w = [float(x) for x in split_list(shares)]
         except ValueError:
             raise SpecError(f"--shares '{shares}' must be comma-separated numbers") from None
     rows = []
@@ -352,7 +300,7 @@ def partitions_command(
     if json_out:
         print_json(doc)
         return
-    out = _out()
+    out = output_console()
     out.print(f"cluster {cl.name}: {cl.total_gpus:,} GPUs{cl.skipped_note()}; {len(jobs):,} jobs of {len(names)} teams, offered load "
               f"{doc['offered_load']:.2f} of the GPUs over the submission window; policy {policy}")
     cols = ["layout", "alloc util", "work util", "avg queue s", "p99 queue s", "done", "queued", "running",

@@ -9,7 +9,7 @@ import numpy as np
 import typer
 
 from clustertwin.cli.common import JsonOpt, load_cluster, print_json, table
-from clustertwin.cli.sched_cmd import _finite, _names, _out, _read
+from clustertwin.cli.sched_common import check_finite, checked_names, output_console, read_jobs
 from clustertwin.errors import SpecError
 from clustertwin.sched import cluster as sched_cluster
 from clustertwin.sched import engine, metrics, readers
@@ -32,9 +32,9 @@ def federate_command(
     """Several clusters, each with its own policy, behind a federation policy: per-cluster and global metrics."""
     from clustertwin.sched import federation
 
-    pols = _names(federation_policy, federation.FEDERATION_POLICIES, "federation")
-    _finite(wan_gbps, "--wan-gbps")
-    _finite(dataset_gb, "--dataset-gb", positive=False)
+    pols = checked_names(federation_policy, federation.FEDERATION_POLICIES, "federation")
+    check_finite(wan_gbps, "--wan-gbps")
+    check_finite(dataset_gb, "--dataset-gb", positive=False)
     if dataset_gb < 0:
         raise SpecError("--dataset-gb must be >= 0")
     members = []
@@ -50,7 +50,7 @@ def federate_command(
         members.append(federation.Member(sched_cluster.from_spec(load_cluster(parts[0])), pol, pl))
     total = sum(m.cluster.total_gpus for m in members)
     probe = members[0].cluster
-    jobs, report = _read(trace, fmt, False, sched_cluster.SchedCluster(
+    jobs, report = read_jobs(trace, fmt, False, sched_cluster.SchedCluster(
         "federation", np.array([total]), np.zeros(1, dtype=np.int64), probe.models, np.zeros(1, dtype=np.int64)),
         max_jobs)
     if len(jobs) == 0:
@@ -69,7 +69,7 @@ def federate_command(
     if json_out:
         print_json(doc)
         return
-    out = _out()
+    out = output_console()
     out.print(f"{len(members)} clusters, {total:,} GPUs; {len(jobs):,} jobs")
     cols = ["federation", "cluster", "policy", "GPUs", "jobs run", "util", "avg queue s", "p99 queue s", "done",
             "queued", "unsched"]

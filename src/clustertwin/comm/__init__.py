@@ -4,7 +4,7 @@ all_to_all. Modules by mechanism: links (bandwidths), latency (physical steps), 
 candidates), hierarchical (chunked phase composition), alltoall (NCCL pairwise and DeepEP), model
 (choice and timing), nccl_tests (log reader and fit). See docs/comm.md."""
 
-from clustertwin.comm.alltoall import ExpertAllToAll, expert_all_to_all
+from clustertwin.comm.expert_a2a import ExpertAllToAll, expert_all_to_all
 from clustertwin.comm.model import (
     ALGORITHMS,
     OPS,

@@ -21,17 +21,17 @@ all_to_all is in :mod:`.alltoall`.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from clustertwin.comm import alltoall, p2p
 from clustertwin.comm import constants as C
-from clustertwin.comm import p2p
-from clustertwin.comm.latency import StepLatency, step_latency
-from clustertwin.comm.links import MESH_KINDS, NVLINK_KINDS, Links, generation, links
+from clustertwin.comm.candidate import Candidate, Ctx, inf_if, ring_protocol
+from clustertwin.comm.latency import step_latency
+from clustertwin.comm.links import MESH_KINDS, NVLINK_KINDS, generation, links
 from clustertwin.comm.nccl_version import CURRENT_VERSION, ll128_across_nodes, nvls_channels
 from clustertwin.comm.params import CommParams
 from clustertwin.comm.placement import Placement, contiguous_placement
 from clustertwin.comm.result import busbw_factor
-from clustertwin.comm.span import GroupSpan
 from clustertwin.specs.cluster import ClusterSpec
 
 NVLS_MAX_ARITY = 32
@@ -44,82 +44,6 @@ PRE_LL128_ARCHS = frozenset({"kepler", "maxwell", "pascal"})
 """Architectures below compute capability 7.0, where NCCL disables LL128."""
 
 __all__ = ["MESH_KINDS", "Candidate", "Ctx", "candidates", "context"]
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One (algorithm, protocol) option: tuner latency, physical latency (µs) and per-link algbw (GB/s)."""
-
-    algorithm: str
-    protocol: str
-    tuner_us: float
-    latency_us: float
-    intra_algbw: float
-    inter_algbw: float
-    cap_algbw: float = math.inf
-    phased: bool = False
-    depth: int = 0
-    """Pipeline stages a chunk crosses (NVLS 2, NVLSTree 2 + 2 log2 nodes, CollNet and NVLS across nodes
-    4); a multi-stage pipeline (depth >= 2) pays the pipeline fill
-    (:func:`clustertwin.comm.hierarchical.fill_s`, and for NVLS/NVLSTree at least
-    :func:`~clustertwin.comm.hierarchical.nvls_fill_s`). 0: no such fill (rings, point-to-point, trees,
-    which fill through ``chain``)."""
-    nvls_ops: int = 0
-    """NVLS / NVLSTree: concurrent operations ``channels x heads`` (the loop of
-    :func:`clustertwin.comm.hierarchical.nvls_fill_s`). 0: neither."""
-    chain: int = 0
-    """Store-and-forward stages of whole Simple steps (tree Simple: its depth; NCCL 2.x trees move
-    ``chunkSteps = sliceSteps = 1`` steps of NCCL_BUFFSIZE / NCCL_STEPS, enqueue.cc ``calcCollChunking``),
-    priced by :func:`clustertwin.comm.hierarchical.chain_fill_s`. 0: none."""
-    tuner_intra_only: bool = False
-    tree_correction: bool = False
-    plateau: bool = False
-    default_on: bool = True
-    report_factor: float | None = None
-    """busbw = algbw x this instead of nccl-tests' factor (DeepEP's bottleneck-bandwidth convention)."""
-    p2p: tuple[int, int, float, float] | None = None
-    """Send/recv on an NVSwitch node: (nChannelsMin, nChannelsMax, step bytes, GB/s per channel); the
-    size-dependent channel count of :func:`clustertwin.comm.p2p.p2p_channels` caps the bandwidth."""
-
-
-@dataclass(frozen=True)
-class Ctx:
-    """Everything the candidates of one (cluster, op, group) need, computed once."""
-
-    cluster: ClusterSpec
-    op: str
-    n: int
-    ppn: int
-    nodes: int
-    span: GroupSpan
-    links: Links
-    p: CommParams
-    placement: Placement
-    gen: str
-    ll128: bool
-    sharp: bool
-    nvls: bool
-    ll_max: float
-    net_overhead_us: float
-    net_extra_us: float
-    steps: StepLatency
-    symmetric: bool = False
-    version: tuple[int, int, int] = CURRENT_VERSION
-
-    # ---- NCCL tuner table (selection only)
-    def hw(self, hop: str, algo: str, proto: str) -> float:
-        return C.HW_LATENCY_US[hop][algo][proto]
-
-    def base(self, algo: str, proto: str) -> float:
-        return C.BASE_LATENCY_US[algo][proto]
-
-    def inter(self, algo: str, proto: str) -> float:
-        """Tuner network step: NCCL's table plus the fabric's excess hop latency (twice for Simple)."""
-        extra = self.net_extra_us * (2.0 if proto == "Simple" else 1.0)
-        return self.hw(C.NET, algo, proto) + extra
-
-    def protocols(self) -> tuple[str, ...]:
-        return C.PROTOCOLS if self.ll128 else ("LL", "Simple")
 
 
 def context(cluster: ClusterSpec, op: str, n: int, ppn: int, p: CommParams, pl: Placement | None,
@@ -164,20 +88,6 @@ def context(cluster: ClusterSpec, op: str, n: int, ppn: int, p: CommParams, pl: 
                steps, symmetric and nodes == 1 and lk.intra_hop == C.NVLINK, version)
 
 
-def _ring_protocol(cx: Ctx, proto: str, factor: float) -> tuple[float, float]:
-    """(bandwidth multiplier, algbw cap) of a ring-like protocol: LL x0.5 capped at llMax busbw,
-    LL128 x0.92 capped at channels x per-channel LL128 busbw, Simple x1."""
-    if proto == "LL":
-        return cx.p.ll_bw_factor, cx.ll_max / factor
-    if proto == "LL128":
-        return cx.p.ll128_bw_factor, cx.p.channels * C.PER_CHANNEL_RING_LL128_GB_PER_S[cx.gen] / factor
-    return 1.0, math.inf
-
-
-def _inf_if(cond: bool, value: float) -> float:
-    return value if cond else math.inf
-
-
 def _log2i(x: int) -> int:
     return max(int(x).bit_length() - 1, 0)
 
@@ -215,10 +125,10 @@ def _ring_family(cx: Ctx) -> list[Candidate]:
         ninter = nsteps
     out = []
     for proto in cx.protocols():
-        mult, cap = _ring_protocol(cx, proto, f)
+        mult, cap = ring_protocol(cx, proto, f)
         out.append(Candidate(
             "ring", proto, _ring_tuner_us(cx, proto, nsteps, ninter), _ring_us(cx, proto, nsteps, ninter),
-            _inf_if(local, lk.intra_ring_gb_per_s * mult / f), _inf_if(multi, lk.ring_net_gb_per_s * mult / f),
+            inf_if(local, lk.intra_ring_gb_per_s * mult / f), inf_if(multi, lk.ring_net_gb_per_s * mult / f),
             cap, tuner_intra_only=nodes <= 2 and local,
             plateau=op == "all_reduce" and proto == "Simple" and multi and cx.gen != "volta"))
     return out
@@ -242,8 +152,8 @@ def _tree(cx: Ctx) -> list[Candidate]:
                                               + _log2i(nodes) * cx.inter("tree", proto))
         phys = s.launch_us + 2 * ((ppn - 1) * s.intra(proto) + _log2i(nodes) * s.net(proto))
         out.append(Candidate(
-            "tree", proto, tuner, phys, _inf_if(local, lk.intra_ring_gb_per_s / 2.0 * eff),
-            _inf_if(multi, lk.ring_net_gb_per_s / max(vol, 1.0) * eff), cap, phased=multi and local,
+            "tree", proto, tuner, phys, inf_if(local, lk.intra_ring_gb_per_s / 2.0 * eff),
+            inf_if(multi, lk.ring_net_gb_per_s / max(vol, 1.0) * eff), cap, phased=multi and local,
             chain=2 * (ppn - 1 + _log2i(nodes)) if proto == "Simple" else 0,
             tuner_intra_only=nodes <= 2 and local, tree_correction=True))
     return out
@@ -307,14 +217,14 @@ def _chain(cx: Ctx) -> list[Candidate]:
     n, multi, local, lk, s = cx.n, cx.nodes > 1, cx.ppn > 1, cx.links, cx.steps
     out = []
     for proto in cx.protocols():
-        mult, cap = _ring_protocol(cx, proto, 1.0)
+        mult, cap = ring_protocol(cx, proto, 1.0)
         row = "tree" if proto == "Simple" else "ring"
         step = cx.inter(row, proto) if multi else cx.hw(lk.intra_hop, row, proto)
         nets = cx.nodes - 1 if multi else 0
         phys = s.launch_us + (n - 1 - nets) * s.intra(proto) + nets * s.net(proto)
         out.append(Candidate("ring", proto, cx.base("ring", proto) + n * step, phys,
-                             _inf_if(local, lk.intra_ring_gb_per_s * mult),
-                             _inf_if(multi, lk.ring_net_gb_per_s * mult), cap))
+                             inf_if(local, lk.intra_ring_gb_per_s * mult),
+                             inf_if(multi, lk.ring_net_gb_per_s * mult), cap))
     return out
 
 
@@ -335,12 +245,12 @@ def _send_recv(cx: Ctx) -> list[Candidate]:
     chans = _p2p_channels(cx)
     out = []
     for proto in cx.protocols():
-        mult, cap = _ring_protocol(cx, proto, 1.0)
+        mult, cap = ring_protocol(cx, proto, 1.0)
         hop = cx.inter("ring", proto) if multi else cx.hw(lk.intra_hop, "ring", proto)
         phys = s.launch_us + (s.net(proto) if multi else s.intra(proto))
         out.append(Candidate("direct", proto, cx.base("ring", proto) + hop, phys,
-                             _inf_if(cx.ppn > 1, lk.intra_pair_gb_per_s * mult),
-                             _inf_if(multi, lk.p2p_net_gb_per_s * mult), cap, p2p=chans))
+                             inf_if(cx.ppn > 1, lk.intra_pair_gb_per_s * mult),
+                             inf_if(multi, lk.p2p_net_gb_per_s * mult), cap, p2p=chans))
     return out
 
 
@@ -356,8 +266,6 @@ def _symmetric(cx: Ctx) -> list[Candidate]:
 
 def candidates(cx: Ctx) -> list[Candidate]:
     """All candidates of ``cx.op`` on this group (all_to_all: :func:`clustertwin.comm.alltoall.candidates`)."""
-    from clustertwin.comm import alltoall
-
     op, multi = cx.op, cx.nodes > 1
     out: list[Candidate] = []
     if op in ("all_reduce", "all_gather", "reduce_scatter"):

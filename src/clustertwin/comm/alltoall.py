@@ -30,14 +30,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from clustertwin.comm.hierarchical import compose
-
-if TYPE_CHECKING:
-    from clustertwin.comm.algorithms import Candidate, Ctx
+from clustertwin.comm.candidate import Candidate, Ctx, inf_if, ring_protocol
 
 DEEPSEEK_V3_TOP_K = 8
 """Experts per token (DeepSeek-V3), the default of the DeepEP candidates."""
@@ -81,7 +75,6 @@ def deepep_volumes(nodes: int, gpus_per_node: int, top_k: float = DEEPSEEK_V3_TO
 
 def candidates(cx: Ctx) -> list[Candidate]:
     """NCCL's pairwise all_to_all per protocol, plus DeepEP normal / low-latency (only when forced)."""
-    from clustertwin.comm.algorithms import Candidate, _inf_if, _ring_protocol
     from clustertwin.comm.result import busbw_factor
 
     n, ppn, nodes, lk, p, s = cx.n, cx.ppn, cx.nodes, cx.links, cx.p, cx.steps
@@ -90,7 +83,7 @@ def candidates(cx: Ctx) -> list[Candidate]:
     peers_net = n - ppn if multi else 0
     out: list[Candidate] = []
     for proto in cx.protocols():
-        mult, cap = _ring_protocol(cx, proto, f)
+        mult, cap = ring_protocol(cx, proto, f)
         overhead = cx.net_overhead_us * (p.simple_net_overhead_factor if proto == "Simple" else 1.0)
         hop = cx.inter("ring", proto) if multi else cx.hw(lk.intra_hop, "ring", proto)
         tuner = cx.base("ring", proto) + hop + peers_net * overhead
@@ -98,15 +91,13 @@ def candidates(cx: Ctx) -> list[Candidate]:
         out.append(Candidate(
             "direct", proto, tuner, phys,
             lk.intra_a2a_gb_per_s * mult * n / (ppn - 1) if local else math.inf,
-            _inf_if(multi, lk.gpu_net_gb_per_s * mult * n / max(n - ppn, 1)), cap))
+            inf_if(multi, lk.gpu_net_gb_per_s * mult * n / max(n - ppn, 1)), cap))
     return out + deepep_candidates(cx)
 
 
 def deepep_candidates(cx: Ctx, top_k: float = DEEPSEEK_V3_TOP_K,
                       node_groups: int = DEEPSEEK_V3_NODE_GROUPS) -> list[Candidate]:
     """DeepEP normal (``deepep``) and low-latency (``deepep_ll``) kernels for one MoE routing shape."""
-    from clustertwin.comm.algorithms import Candidate
-
     n, ppn, nodes, lk, p, s = cx.n, cx.ppn, cx.nodes, cx.links, cx.p, cx.steps
     multi, local = nodes > 1, ppn > 1
     out: list[Candidate] = []
@@ -126,76 +117,4 @@ def deepep_candidates(cx: Ctx, top_k: float = DEEPSEEK_V3_TOP_K,
     return out
 
 
-@dataclass(frozen=True)
-class ExpertAllToAll:
-    """Cost of one expert-parallel dispatch or combine (arrays when ``tokens`` was an array)."""
-
-    kernel: str
-    phase: str
-    ep: int
-    time_s: Any
-    payload_bytes: Any
-    """Bytes of the rank's tokens (tokens x hidden x bytes per value)."""
-    nvlink_bytes: Any
-    """Bytes this rank moves over the scale-up links."""
-    rdma_bytes: Any
-    """Bytes through this rank's NIC."""
-    busbw_gb_per_s: Any
-    """The kernel's own reported bandwidth (nccl-tests busbw for nccl, DeepEP's bottleneck bandwidth)."""
-
-
-def expert_all_to_all(cluster: Any, ep: int, tokens: float | np.ndarray, hidden: int, *,
-                      phase: str = "dispatch", kernel: str = "deepep", top_k: int = DEEPSEEK_V3_TOP_K,
-                      node_groups: int = DEEPSEEK_V3_NODE_GROUPS, bytes_per_value: float | None = None,
-                      ranks_per_node: int | None = None, params: Any = None,
-                      calibration: Any = None) -> ExpertAllToAll:
-    """Time of an MoE dispatch (``phase="dispatch"``) or combine over ``ep`` expert-parallel ranks.
-
-    ``tokens`` per rank (scalar or array), ``hidden`` size; ``bytes_per_value`` defaults to 1 for dispatch
-    (FP8) and 2 for combine (BF16), as DeepSeek-V3 runs them. ``kernel``: ``"deepep"`` (normal,
-    hierarchical NVLink + RDMA), ``"deepep_ll"`` (low latency, direct RDMA per (token, expert)) or
-    ``"nccl"`` (an nccl all_to_all of the ``tokens x top_k x hidden`` routed bytes). ``top_k`` experts per
-    token, at most ``node_groups`` nodes per token. The expert count does not enter: the routing is taken
-    as uniform (balanced experts)."""
-    from clustertwin.comm.model import collective
-    from clustertwin.errors import SpecError, did_you_mean
-
-    if kernel not in KERNELS:
-        raise SpecError(f"unknown all-to-all kernel '{kernel}'{did_you_mean(kernel, KERNELS)} "
-                        f"(one of: {', '.join(KERNELS)})")
-    if phase not in ("dispatch", "combine"):
-        raise SpecError(f"phase must be dispatch or combine (got '{phase}')")
-    bpv = bytes_per_value if bytes_per_value is not None else (1.0 if phase == "dispatch" else 2.0)
-    payload = np.asarray(tokens, dtype=float) * float(hidden) * bpv
-    kw = {"ranks_per_node": ranks_per_node, "params": params, "calibration": calibration}
-    if kernel == "nccl":
-        res = collective(cluster, "all_to_all", payload * top_k, ep, **kw)
-        ppn = res.ranks_per_node
-        remote = (ep - ppn) / ep if res.nodes > 1 else 0.0
-        routed = payload * top_k
-        return ExpertAllToAll(kernel, phase, ep, res.time_s, payload, routed * (1 - remote), routed * remote,
-                              res.busbw_gb_per_s)
-    from clustertwin.comm.model import _params, _prepared, _resolve, evaluate
-
-    n, ppn = _resolve(cluster, "all_to_all", ep, ranks_per_node)
-    cx, _, _ = _prepared(cluster, "all_to_all", n, ppn, _params(params, calibration), None)
-    cands = {c.algorithm: c for c in deepep_candidates(cx, top_k, node_groups)}
-    if kernel == "deepep_ll":
-        routed = payload * top_k
-        res = evaluate(cx, [cands["deepep_ll"]], np.atleast_1d(routed).astype(float).reshape(-1))
-        t = res.time_s.reshape(np.shape(routed))
-        local = ppn / n
-        return ExpertAllToAll(kernel, phase, n, _out(t), payload, routed * local, routed * (1 - local),
-                              _out(res.busbw_gb_per_s.reshape(np.shape(routed))))
-    res = evaluate(cx, [cands["deepep"]], np.atleast_1d(payload).astype(float).reshape(-1))
-    vol = deepep_volumes(cx.nodes, ppn, top_k, node_groups)
-    return ExpertAllToAll(kernel, phase, n, _out(res.time_s.reshape(np.shape(payload))), payload,
-                          payload * vol.nvlink, payload * vol.rdma,
-                          _out(res.busbw_gb_per_s.reshape(np.shape(payload))))
-
-
-def _out(v: np.ndarray) -> Any:
-    return float(v) if np.ndim(v) == 0 else v
-
-
-__all__ = ["DeepEPVolumes", "ExpertAllToAll", "compose", "deepep_volumes", "distinct", "expert_all_to_all"]
+__all__ = ["DeepEPVolumes", "deepep_candidates", "deepep_volumes", "distinct"]

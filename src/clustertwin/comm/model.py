@@ -51,7 +51,7 @@ PROTOCOLS: tuple[str, ...] = C.PROTOCOLS
 __all__ = ["ALGORITHMS", "OPS", "PROTOCOLS", "Candidate", "CollectiveResult", "Links", "busbw_factor",
            "collective", "links"]
 
-def _resolve(cluster: ClusterSpec, op: str, gpus: int, ranks_per_node: int | None) -> tuple[int, int]:
+def resolve_group(cluster: ClusterSpec, op: str, gpus: int, ranks_per_node: int | None) -> tuple[int, int]:
     if op not in OPS:
         raise SpecError(f"unknown collective '{op}'{did_you_mean(op, OPS)} (one of: {', '.join(OPS)})")
     gpus = int(gpus)
@@ -83,7 +83,7 @@ def _norm_choice(value: str | None, choices: tuple[str, ...], what: str) -> str 
     return lowered[key]
 
 
-def _params(params: CommParams | None, calibration: Calibration | None) -> CommParams:
+def comm_params(params: CommParams | None, calibration: Calibration | None) -> CommParams:
     p = params or DEFAULT_PARAMS
     if calibration is not None and calibration.comm:
         p = p.with_overrides(calibration.comm)
@@ -130,7 +130,7 @@ def collective(cluster: ClusterSpec, op: str, nbytes: float | np.ndarray, gpus: 
         raise SpecError(f"net_fraction must be in (0, 1] (got {net_fraction})")
     if net_hops is not None and int(net_hops) < 0:
         raise SpecError(f"net_hops must be >= 0 (got {net_hops})")
-    gpus, ppn = _resolve(cluster, op, gpus, ranks_per_node if placement is None else None)
+    gpus, ppn = resolve_group(cluster, op, gpus, ranks_per_node if placement is None else None)
     pl: Placement | None = None
     if placement is not None:
         pl = explicit_placement(cluster, placement, gpus)
@@ -142,7 +142,7 @@ def collective(cluster: ClusterSpec, op: str, nbytes: float | np.ndarray, gpus: 
     proto = _norm_choice(protocol, PROTOCOLS, "protocol")
     if int(gpus_per_process) < 1:
         raise SpecError(f"gpus_per_process must be >= 1 (got {gpus_per_process})")
-    p = _params(params, calibration)
+    p = comm_params(params, calibration)
     version = parse_version(nccl_version)
     scalar = np.ndim(nbytes) == 0
     size = np.asarray(nbytes, dtype=float).reshape(-1)
@@ -159,7 +159,7 @@ def collective(cluster: ClusterSpec, op: str, nbytes: float | np.ndarray, gpus: 
         return _scalarise(res) if scalar else res
     if algo == "nvlstree" and nodes == 1:
         algo = "nvls"  # NCCL runs a forced NVLSTree inside one node as NVLS
-    cx, all_cands, tables = _prepared(cluster, op, gpus, ppn, p, pl, int(gpus_per_process), bool(cuda_graph),
+    cx, all_cands, tables = prepared(cluster, op, gpus, ppn, p, pl, int(gpus_per_process), bool(cuda_graph),
                                       bool(symmetric_memory), None if net_fraction is None else float(net_fraction),
                                       None if not net_hops else int(net_hops), version, bool(nvls))
     table = tables.get((algo, proto))
@@ -197,7 +197,7 @@ _prepared_cache: dict[tuple, Prepared] = {}
 _PREPARED_CACHE_SIZE = 4096
 
 
-def _prepared(cluster: ClusterSpec, op: str, n: int, ppn: int, p: CommParams, pl: Placement | None,
+def prepared(cluster: ClusterSpec, op: str, n: int, ppn: int, p: CommParams, pl: Placement | None,
               gpus_per_process: int = 1, cuda_graph: bool = False,
               symmetric: bool = False, net_fraction: float | None = None,
               net_hops: int | None = None, version: tuple[int, int, int] = CURRENT_VERSION,

@@ -75,14 +75,6 @@ def slurm_time_s(text: str) -> int:
     return int(days * DAY_S + h * HOUR_S + m * MINUTE_S + sec)
 
 
-def human_count(n: float) -> str:
-    """``1.41e12 -> '1.41T'`` (decimal K, M, B, T)."""
-    for unit, size in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
-        if abs(n) >= size:
-            return f"{n / size:.3g}{unit}"
-    return f"{n:.3g}"
-
-
 def slurm_job_name(name: str) -> str:
     """A job name safe inside an ``#SBATCH`` directive: letters, digits, ``_ . -`` (others become ``-``)."""
     out = re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-.")[:SLURM_JOB_NAME_MAX]

@@ -16,6 +16,15 @@ CHINCHILLA_TOKENS_PER_PARAM = 20
 time-to-train line when none is given."""
 
 
+def human_count(n: float) -> str:
+    """``1.41e12 -> '1.41T'`` (decimal K, M, B, T)."""
+    for unit, size in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(n) >= size:
+            return f"{n / size:.3g}{unit}"
+    return f"{n:.3g}"
+
+
+
 @dataclass(frozen=True)
 class Prediction:
     """The twin's prediction for the header comment (from ``train.estimate``)."""
@@ -36,8 +45,6 @@ class Prediction:
 
     def lines(self) -> list[str]:
         """Header lines, plain text."""
-        from clustertwin.deploy.job import human_count
-
         fit = "fits" if self.fits else "DOES NOT FIT"
         hours = self.days * DAY_S / HOUR_S
         return [

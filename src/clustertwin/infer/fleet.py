@@ -37,7 +37,6 @@ from __future__ import annotations
 import heapq
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -395,12 +394,3 @@ def simulate_fleet(dep: Deployment, trace: RequestTrace, policy: FleetPolicy | N
     complete = fl.run()
     price = usd_per_gpu_hour if usd_per_gpu_hour is not None else price_of(dep.node)
     return summarize(fl, complete, price, slo_ttft_ms, slo_tpot_ms, request_rate)
-
-
-def fleet_info(fl: Any) -> dict[str, Any]:
-    """Fleet-level facts for the result (replica counts, cold start, prefix cache)."""
-    lookups = sum(r.cache_lookups for r in fl.all)
-    return {"cold_start_s": fl.cold_s, "replicas_provisioned": len(fl.all),
-            "prefix_cache_hit_rate": (sum(r.cache_hits for r in fl.all) / lookups) if lookups else None,
-            "kv_transfer_ms_mean": float(np.mean(fl.transfer)) * 1e3 if fl.transfer is not None else None,
-            "max_batch": max((r.max_batch for r in fl.all), default=0)}

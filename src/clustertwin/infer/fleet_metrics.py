@@ -82,10 +82,17 @@ def _overlap(start: np.ndarray, stop: np.ndarray, edges: np.ndarray) -> np.ndarr
     return np.clip(hi - lo, 0.0, None).sum(axis=0)
 
 
+def fleet_info(fl: Any) -> dict[str, Any]:
+    """Fleet-level facts for the result (replica counts, cold start, prefix cache)."""
+    lookups = sum(r.cache_lookups for r in fl.all)
+    return {"cold_start_s": fl.cold_s, "replicas_provisioned": len(fl.all),
+            "prefix_cache_hit_rate": (sum(r.cache_hits for r in fl.all) / lookups) if lookups else None,
+            "kv_transfer_ms_mean": float(np.mean(fl.transfer)) * 1e3 if fl.transfer is not None else None,
+            "max_batch": max((r.max_batch for r in fl.all), default=0)}
+
+
 def summarize(fl: Any, complete: bool, price: float, slo_ttft_ms: float | None, slo_tpot_ms: float | None,
               request_rate: float | None) -> FleetResult:
-    from clustertwin.infer.fleet import fleet_info
-
     arr, first, done = fl.arr, fl.first, fl.done
     osl = np.asarray(fl.osl, dtype=float)
     isl = np.asarray(fl.isl, dtype=float)

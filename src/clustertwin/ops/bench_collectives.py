@@ -46,7 +46,7 @@ def _loopback_ifname() -> str | None:
     return None
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -175,7 +175,7 @@ def collectives(ops: Sequence[str] = ("all_reduce",), sizes: Sequence[int] | Non
             os.environ["GLOO_SOCKET_IFNAME"] = lo
     with tempfile.TemporaryDirectory(prefix="ct-bench-") as tmp:
         out = Path(tmp) / "result.json"
-        mp.start_processes(_collective_worker, args=(world, f"tcp://127.0.0.1:{_free_port()}", backend, list(ops),
+        mp.start_processes(_collective_worker, args=(world, f"tcp://127.0.0.1:{free_port()}", backend, list(ops),
                                                      sizes, str(out)), nprocs=world, join=True,
                            start_method="spawn")
         data = json.loads(out.read_text())

@@ -4,7 +4,7 @@ multi-threaded STREAM-style triad. Every result names the tool that measured it.
 - Storage (``fio --output-format=json``): sequential 1 MiB writes and reads (``--rw=write|read``), then random
   4 KiB reads at the requested queue depth (``--rw=randread --iodepth=QD --numjobs=JOBS``), with O_DIRECT where
   the file system allows it (``--direct=1``; tmpfs does not), ``--ioengine=libaio``. Bandwidth from fio's
-  ``bw_bytes``, IOPS from ``iops`` (summed over jobs). Without fio the Python path of :func:`bench.storage`
+  ``bw_bytes``, IOPS from ``iops`` (summed over jobs). Without fio the Python path of :func:`bench_storage.storage`
   runs and says so: Python threads issuing ``preadv`` reach a fraction of an NVMe drive's IOPS.
 - Host memory (McCalpin STREAM triad ``a = b + s*c``): counted as STREAM counts it, 3 x 8 bytes per element
   (two reads, one write; write-allocate traffic not counted). With torch it is one fused pass

@@ -16,7 +16,7 @@ from typing import Literal
 
 from clustertwin import catalog
 from clustertwin.comm.params import DEFAULT_PARAMS as COMM_DEFAULTS
-from clustertwin.ops import bench
+from clustertwin.ops import bench, bench_collectives
 from clustertwin.ops.check import CheckReport, check_node
 from clustertwin.units import MIB
 
@@ -95,7 +95,7 @@ def validate(node_id: str | None = None, nodes: int = DEFAULT_NODES) -> Validate
         node_bad = [f for f in rep.findings if f.severity in bad]
         s2.checks.append(("node health", not node_bad, "; ".join(f.title for f in node_bad) or "no errors"))
         if len(rep.gpus) >= 2:
-            res, skipped = bench.collectives(["all_reduce"], bench.sweep_sizes(8 * MIB, VALIDATE_NCCL_MAX_BYTES))
+            res, skipped = bench_collectives.collectives(["all_reduce"], bench_collectives.sweep_sizes(8 * MIB, VALIDATE_NCCL_MAX_BYTES))
             gid = rep.gpu_catalog_ids[0]
             for c in res:
                 busbw = c.rows[-1].busbw_gb_per_s

@@ -26,7 +26,6 @@ off, in which case they end as killed.
 
 from __future__ import annotations
 
-import bisect
 import gc
 import heapq
 import math
@@ -63,6 +62,7 @@ from clustertwin.sched.policy import (  # noqa: F401  (re-exported)
     Policy,
     get_policy,
 )
+from clustertwin.sched.queue import QueueMixin
 from clustertwin.sched.quota import QuotaLayout, QuotaState
 from clustertwin.sched.shapes import build as build_shapes
 from clustertwin.sched.sim_metrics import MetricsMixin, SimResult
@@ -101,7 +101,7 @@ class SimConfig:
             raise SpecError("max_requeues must be >= 0")
 
 
-class Simulator(LifecycleMixin, BackfillMixin, MetricsMixin):
+class Simulator(QueueMixin, LifecycleMixin, BackfillMixin, MetricsMixin):
     """One run of one policy over one job table; use :func:`simulate`."""
 
     def __init__(self, cluster: SchedCluster, jobs: JobTable, config: SimConfig,
@@ -307,46 +307,7 @@ class Simulator(LifecycleMixin, BackfillMixin, MetricsMixin):
         self._pass(t)
         self._record(t)
 
-    def withdraw(self, j: int) -> None:
-        """Take queued job ``j`` out of this cluster's queue (it started elsewhere in a federation)."""
-        if self.job_state[j] != QUEUED:
-            return
-        if self.dynamic:
-            self.queue.remove(j)
-        else:
-            r = int(self.rank[j])
-            i = bisect.bisect_left(self.queue, r)
-            del self.queue[i]
-        self.job_state[j] = PENDING
-
-    def _enqueue(self, j: int) -> None:
-        self.job_state[j] = QUEUED
-        if self.quota is not None:
-            self.team_queued[self.quota.team[j]] += 1
-        if self.dynamic:
-            self.queue.append(j)
-        else:
-            bisect.insort(self.queue, int(self.rank[j]))
-
-    def _job(self, q: int) -> int:
-        return q if self.dynamic else self.job_of_rank_list[q]
-
-    def _accrue(self, t: float) -> None:
-        """Fair-share usage: decay by 2**(-dt / half_life), add running GPU-seconds."""
-        dt = t - self.usage_t
-        if dt <= 0 or not self.dynamic:
-            self.usage_t = max(self.usage_t, t)
-            return
-        decay = 2.0 ** (-dt / self.cfg.weights.half_life_s)
-        self.account_usage = self.account_usage * decay + self.account_running_gpus * dt
-        self.usage_t = t
-
     # ------------------------------------------------------------------ start / stop
-    def _order_dynamic(self, t: float) -> None:
-        q = np.array(self.queue, dtype=np.int64)
-        prio = self.order.priorities(t, q, self)
-        self.queue = q[np.lexsort((q, -prio))].tolist()
-
     def _pass(self, t: float) -> None:
         if not self.queue:
             return

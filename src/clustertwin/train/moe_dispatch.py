@@ -1,6 +1,6 @@
 """MoE token dispatch and combine over the expert-parallel group (see :mod:`clustertwin.train.moe`).
 
-**Dispatch and combine**: :func:`clustertwin.comm.alltoall.expert_all_to_all` for the ``T / tp`` tokens
+**Dispatch and combine**: :func:`clustertwin.comm.expert_a2a.expert_all_to_all` for the ``T / tp`` tokens
 of a rank over the EP group (``ep`` ranks, ``ep_rpn`` per node), ``top_k`` copies at most ``node_groups``
 nodes per token; kernel by the software stack (``nccl`` all-to-all of BF16 routed copies, or DeepEP's
 hierarchical NVLink + RDMA kernels with FP8 dispatch when training in FP8 and BF16 combine). Each MoE
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from clustertwin.comm.alltoall import expert_all_to_all
+from clustertwin.comm.expert_a2a import expert_all_to_all
 from clustertwin.specs.model import ModelSpec
 from clustertwin.train.collectives import unique_pairs
 from clustertwin.train.gemm import BF16_BYTES, FP8_BYTES
