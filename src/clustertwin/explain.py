@@ -103,7 +103,11 @@ def explain(model: ModelSpec, cluster: ClusterSpec, *, global_batch: int, gpus: 
     stages.append(_scheduler_stage(cluster, est, placement))
     total = t + stall.stall_s
     costly = max(stages, key=lambda s: s.cost_s)
-    if costly.cost_s > NEGLIGIBLE_FRACTION * total:
+    if not est.fits:  # the HBM stage's cost is infinite: say what does not fit instead of "inf s (inf%)"
+        bottleneck = "HBM"
+        verdict = (f"HBM binds: the layout does not fit, {est.memory_gib_per_gpu:.1f} GiB per GPU of "
+                   f"{cluster.node.gpu.hbm_bytes / GIB:.1f} GiB; choose more model parallelism, recompute or ZeRO")
+    elif costly.cost_s > NEGLIGIBLE_FRACTION * total:
         bottleneck = costly.name
         verdict = (f"{costly.name} binds: it costs {costly.cost_s:.3g} s of the {total:.3g} s step "
                    f"({costly.cost_s / total:.0%}); {costly.detail}")

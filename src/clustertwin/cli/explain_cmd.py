@@ -15,7 +15,33 @@ from clustertwin.cli.common import (
     require_gpus,
     table,
 )
-from clustertwin.datapath import DATASETS
+from clustertwin.cli.layout_options import (
+    CpOpt,
+    DatasetOpt,
+    DpOpt,
+    EmbeddingSplitOpt,
+    EpOpt,
+    EtpOpt,
+    FirstStageOpt,
+    LastStageOpt,
+    LossSplitOpt,
+    MicroBatchOpt,
+    MoeOverlapOpt,
+    PipelineLayoutOpt,
+    PpOpt,
+    PrecOpt,
+    RecomputeModulesOpt,
+    RecomputeNumLayersOpt,
+    RecomputeOpt,
+    SeqOpt,
+    SpOpt,
+    StackOpt,
+    TpOpt,
+    VppOpt,
+    ZeroOpt,
+    layout_fields,
+    resolve_layout,
+)
 from clustertwin.errors import SpecError
 from clustertwin.explain import explain
 
@@ -25,17 +51,39 @@ def explain_command(
     model: str = typer.Option("llama3-8b", "--model", "-m", help="Model catalog id or YAML/JSON file."),
     global_batch: int = typer.Option(1024, "--global-batch", "-b", help="Sequences per optimizer step."),
     gpus: int = typer.Option(None, "--gpus", "-g", help="GPUs of the job (default: the whole cluster)."),
-    data: str = typer.Option("tokenized-text", "--data", help=f"Dataset preset: {', '.join(DATASETS)}."),
+    seq_len: int = SeqOpt,
+    tp: int = TpOpt,
+    pp: int = PpOpt,
+    dp: int = DpOpt,
+    cp: int = CpOpt,
+    ep: int = EpOpt,
+    vpp: int = VppOpt,
+    micro_batch: int = MicroBatchOpt,
+    recompute: str = RecomputeOpt,
+    zero: int = ZeroOpt,
+    sp: bool = SpOpt,
+    first_stage_layers: int = FirstStageOpt,
+    last_stage_layers: int = LastStageOpt,
+    embedding_in_split: bool = EmbeddingSplitOpt,
+    loss_in_split: bool = LossSplitOpt,
+    pipeline_layout: str = PipelineLayoutOpt,
+    etp: int = EtpOpt,
+    recompute_num_layers: int = RecomputeNumLayersOpt,
+    moe_overlap: str = MoeOverlapOpt,
+    recompute_modules: str = RecomputeModulesOpt,
+    precision: str = PrecOpt,
+    stack: str = StackOpt,
+    dataset: str = DatasetOpt,
+    data: str = typer.Option(None, "--data", hidden=True, help="Old spelling of --dataset."),
     storage_read: float = typer.Option(None, "--storage-read", help="Override the storage read GB/s."),
     placement: str = typer.Option("contiguous", "--placement", help="contiguous, scattered or random."),
-    tp: int = typer.Option(None, "--tp", help="Tensor-parallel degree (default: layout search)."),
-    pp: int = typer.Option(None, "--pp", help="Pipeline stages (with --tp: a fixed layout)."),
     json_out: bool = JsonOpt,
 ) -> None:
-    """Walk the path of one training job and name the bottleneck."""
-    from clustertwin.specs import ParallelismSpec
-
+    """Walk the path of one training job and name the bottleneck. With no layout option the best layout of
+    the layout search is explained; with any, the layout they describe (the rest as train estimate fills it)."""
     require_gpus(gpus)
+    if data is not None:  # the warning waits for a successful run: an exit-2 run prints its error line alone
+        dataset = data
     c = load_cluster(cluster)
     if storage_read is not None:
         if not storage_read > 0:
@@ -44,14 +92,22 @@ def explain_command(
     if placement not in ("contiguous", "scattered", "random"):
         raise SpecError(f"--placement must be contiguous, scattered or random (got {placement!r})")
     m = load_model(model)
-    par = None
-    if tp is not None or pp is not None:
-        n = gpus or c.total_gpus
-        t, p = tp or 1, pp or 1
-        if n % (t * p):
-            raise SpecError(f"--gpus {n} is not divisible by tp x pp = {t * p}")
-        par = ParallelismSpec(tp=t, pp=p, dp=n // (t * p), global_batch=global_batch)
-    e = explain(m, c, global_batch=global_batch, gpus=gpus, parallelism=par, data=data, placement=placement)
+    if seq_len:
+        m = m.model_copy(update={"seq_len": seq_len})
+    fields = layout_fields(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, micro_batch=micro_batch, recompute=recompute,
+                           zero=zero, sp=sp, first_stage_layers=first_stage_layers,
+                           last_stage_layers=last_stage_layers, embedding_in_split=embedding_in_split,
+                           loss_in_split=loss_in_split, pipeline_layout=pipeline_layout, etp=etp,
+                           recompute_num_layers=recompute_num_layers, moe_overlap=moe_overlap,
+                           recompute_modules=recompute_modules)
+    par = resolve_layout(fields, c, m, gpus=gpus or c.total_gpus, global_batch=global_batch, precision=precision,
+                         stack=stack) if fields else None
+    if dataset in ("none", ""):
+        raise SpecError("--dataset none: explain walks the path from storage, it needs what the job reads")
+    e = explain(m, c, global_batch=global_batch, gpus=gpus, parallelism=par, data=dataset, placement=placement,
+                precision=precision)
+    if data is not None:
+        typer.echo("warning: --data is deprecated; use --dataset", err=True)
     if json_out:
         print_json(e.to_dict())
         return

@@ -19,6 +19,34 @@ from clustertwin.cli.common import (
     require_gpus,
     table,
 )
+from clustertwin.cli.layout_options import (
+    CpOpt,
+    DatasetOpt,
+    DpOpt,
+    EmbeddingSplitOpt,
+    EpOpt,
+    EtpOpt,
+    FirstStageOpt,
+    LastStageOpt,
+    LossSplitOpt,
+    MicroBatchOpt,
+    MoeOverlapOpt,
+    PipelineLayoutOpt,
+    PlacementOpt,
+    PpOpt,
+    PrecOpt,
+    RecomputeModulesOpt,
+    RecomputeNumLayersOpt,
+    RecomputeOpt,
+    SeqOpt,
+    SpOpt,
+    StackOpt,
+    TpOpt,
+    VppOpt,
+    ZeroOpt,
+    layout_fields,
+    resolve_layout,
+)
 from clustertwin.errors import SpecError
 
 train_app = typer.Typer(help="LLM training: memory, step time, layout search, scaling, time-to-train.",
@@ -27,21 +55,9 @@ train_app = typer.Typer(help="LLM training: memory, step time, layout search, sc
 ModelOpt = typer.Option("llama3-8b", "--model", "-m", help="Model catalog id or YAML/JSON file.")
 GpusOpt = typer.Option(None, "--gpus", "-g", help="GPUs to use (default: the whole cluster).")
 BatchOpt = typer.Option(..., "--global-batch", "-b", help="Sequences per optimizer step.")
-SeqOpt = typer.Option(None, "--seq-len", "-s", help="Sequence length (default: the model's).")
-PrecOpt = typer.Option("bf16", "--precision", "-p", help="GEMM precision: bf16, fp16, fp8, tf32, fp32 (FP32 values throughout).")
 CalOpt = typer.Option(None, "--calibration", help="Calibration file (train: overrides of TrainParams).")
 TokensOpt = typer.Option(None, "--tokens", help="Token budget: adds days, GPU-hours, energy and cost.")
 PriceOpt = typer.Option(0.0, "--usd-per-gpu-hour", help="GPU rental price for the cost estimate.")
-StackOpt = typer.Option("auto", "--stack",
-                        help="Software stack of the run: megatron-2021, megatron-2022, deepspeed-2022, "
-                             "megatron-core-2024, nemo-2024, nemo-2025, torchtitan-2024, torchtitan-2025, "
-                             "megatron-bridge-2025, megatron-bridge-2026, deepseek-2024 (te = megatron-core-2024, "
-                             "legacy = megatron-2022) or auto (by GPU generation).")
-PlacementOpt = typer.Option("contiguous", "--placement",
-                            help="Job nodes: contiguous, scattered, random, or node indices like 0-63,128-191.")
-DatasetOpt = typer.Option("tokenized-text", "--dataset",
-                          help="What the job reads: tokenized-text, imagenet-jpeg, imagenet-dali, "
-                               "webdataset-images, video-4k-raw, or none (no data-loading term).")
 
 RECOMPUTE = ("none", "selective", "full")
 
@@ -137,33 +153,25 @@ def estimate_command(
     gpus: int = GpusOpt,
     global_batch: int = BatchOpt,
     seq_len: int = SeqOpt,
-    tp: int = typer.Option(1, "--tp", help="Tensor-parallel degree."),
-    pp: int = typer.Option(1, "--pp", help="Pipeline stages."),
-    dp: int = typer.Option(None, "--dp", help="Data-parallel degree (default: GPUs / (tp pp cp))."),
-    cp: int = typer.Option(1, "--cp", help="Context-parallel degree."),
-    ep: int = typer.Option(1, "--ep", help="Expert-parallel degree."),
-    vpp: int = typer.Option(1, "--vpp", help="Virtual pipeline chunks per stage (interleaved 1F1B)."),
-    micro_batch: int = typer.Option(1, "--micro-batch", help="Sequences per micro-batch."),
-    recompute: str = typer.Option("none", "--recompute", help="none, selective or full."),
-    zero: int = typer.Option(None, "--zero", help="ZeRO stage (default: 1 = distributed optimizer when dp x cp > 1)."),
-    sp: bool = typer.Option(None, "--sp/--no-sp", help="Sequence parallelism (default: on when tp > 1)."),
-    first_stage_layers: int = typer.Option(None, "--first-stage-layers",
-                                           help="Layers on the first pipeline stage (others share the rest)."),
-    last_stage_layers: int = typer.Option(None, "--last-stage-layers", help="Layers on the last pipeline stage."),
-    embedding_in_split: bool = typer.Option(False, "--embedding-in-split",
-                                            help="Count the embedding as a layer slot of the pipeline split."),
-    loss_in_split: bool = typer.Option(False, "--loss-in-split",
-                                       help="Count the output layer and loss as a layer slot of the split."),
-    pipeline_layout: str = typer.Option(None, "--pipeline-layout",
-                                        help="Megatron layout string, e.g. 'Et*7|(t*8|)*14t*7L'."),
-    etp: int = typer.Option(None, "--etp", help="MoE: expert tensor-parallel degree (default: tp)."),
-    recompute_num_layers: int = typer.Option(None, "--recompute-num-layers",
-                                             help="With --recompute full: recompute only N layers per chunk."),
-    moe_overlap: str = typer.Option("auto", "--moe-overlap",
-                                    help="MoE all-to-all overlap: auto, none, shared_expert, a2a or dualpipe."),
-    recompute_modules: str = typer.Option("", "--recompute-modules",
-                                          help="Per-module recompute, comma-separated: layernorm, mla_up_proj, "
-                                               "core_attn, moe_act, moe, shared_experts."),
+    tp: int = TpOpt,
+    pp: int = PpOpt,
+    dp: int = DpOpt,
+    cp: int = CpOpt,
+    ep: int = EpOpt,
+    vpp: int = VppOpt,
+    micro_batch: int = MicroBatchOpt,
+    recompute: str = RecomputeOpt,
+    zero: int = ZeroOpt,
+    sp: bool = SpOpt,
+    first_stage_layers: int = FirstStageOpt,
+    last_stage_layers: int = LastStageOpt,
+    embedding_in_split: bool = EmbeddingSplitOpt,
+    loss_in_split: bool = LossSplitOpt,
+    pipeline_layout: str = PipelineLayoutOpt,
+    etp: int = EtpOpt,
+    recompute_num_layers: int = RecomputeNumLayersOpt,
+    moe_overlap: str = MoeOverlapOpt,
+    recompute_modules: str = RecomputeModulesOpt,
     precision: str = PrecOpt,
     tokens: float = TokensOpt,
     usd_per_gpu_hour: float = PriceOpt,
@@ -182,28 +190,20 @@ def estimate_command(
 ) -> None:
     """Step time, MFU, throughput and memory of one layout, with breakdowns."""
     from clustertwin.train import estimate, time_to_train
-    from clustertwin.train.layout_string import parse_pipeline_layout
-    from clustertwin.train.params import resolve_params
-    from clustertwin.train.resolve import resolve_parallelism
-    from clustertwin.train.stack import resolve_stack
 
     require_gpus(gpus)
     c = load_cluster(cluster)
     m = _seq_model(model, seq_len)
     _fixed(recompute=recompute, zero=zero)
     cal = load_calibration(calibration, c, force)
-    par = resolve_parallelism({
-        "tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "vpp": vpp, "micro_batch": micro_batch,
-        "global_batch": global_batch, "recompute": recompute, "zero": zero, "sequence_parallel": sp,
-        "precision": precision, "software_stack": stack, "first_stage_layers": first_stage_layers,
-        "last_stage_layers": last_stage_layers, "embedding_in_split": embedding_in_split,
-        "loss_in_split": loss_in_split, "pipeline_layout": pipeline_layout, "etp": etp, "moe_overlap": moe_overlap,
-        "recompute_num_layers": recompute_num_layers,
-        "recompute_modules": [x.strip() for x in recompute_modules.split(",") if x.strip()] or None},
-        gpus or c.total_gpus, prefix=(),
-        stack=resolve_stack(stack, c, resolve_params(None, cal)))
-    if par.pipeline_layout:  # grammar counts checked before anything is expanded; the error names the option
-        parse_pipeline_layout(par.pipeline_layout, par.pp, par.vpp, m.layers, path=("--pipeline-layout",))
+    fields = layout_fields(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, micro_batch=micro_batch, recompute=recompute,
+                           zero=zero, sp=sp, first_stage_layers=first_stage_layers,
+                           last_stage_layers=last_stage_layers, embedding_in_split=embedding_in_split,
+                           loss_in_split=loss_in_split, pipeline_layout=pipeline_layout, etp=etp,
+                           recompute_num_layers=recompute_num_layers, moe_overlap=moe_overlap,
+                           recompute_modules=recompute_modules)
+    par = resolve_layout(fields, c, m, gpus=gpus or c.total_gpus, global_batch=global_batch, precision=precision,
+                         stack=stack, calibration=cal)
     if with_failures and not tokens:
         raise SpecError("--with-failures needs a token budget (--tokens)")
     e = estimate(m, c, par, calibration=cal, **_path_inputs(placement, dataset, c.nodes))

@@ -1,0 +1,129 @@
+"""The layout options, defined once: every command that takes one training layout (``train estimate``,
+``explain``) declares these same options, with the name, type, default (None: not given) and help text taken
+from :class:`~clustertwin.specs.ParallelismSpec` (its field docstrings and choices), and turns them into a
+layout with :func:`layout_fields` and :func:`clustertwin.train.resolve.resolve_parallelism`, which fills what
+is not given with the spec's defaults (tp, pp, cp, ep, vpp, micro-batch 1; dp = GPUs / (tp pp cp); ZeRO and
+sequence parallelism from the software stack). ``tests/cli/test_layout_options.py`` holds the contract.
+"""
+
+from __future__ import annotations
+
+import typing
+from typing import Any
+
+import typer
+
+from clustertwin.specs import ParallelismSpec
+
+# ------------------------------------------------------------------ the run around the layout
+SeqOpt = typer.Option(None, "--seq-len", "-s", help="Sequence length (default: the model's).")
+PrecOpt = typer.Option("bf16", "--precision", "-p", help="GEMM precision: bf16, fp16, fp8, tf32, fp32 (FP32 values throughout).")
+StackOpt = typer.Option("auto", "--stack",
+                        help="Software stack of the run: megatron-2021, megatron-2022, deepspeed-2022, "
+                             "megatron-core-2024, nemo-2024, nemo-2025, torchtitan-2024, torchtitan-2025, "
+                             "megatron-bridge-2025, megatron-bridge-2026, deepseek-2024 (te = megatron-core-2024, "
+                             "legacy = megatron-2022) or auto (by GPU generation).")
+PlacementOpt = typer.Option("contiguous", "--placement",
+                            help="Job nodes: contiguous, scattered, random, or node indices like 0-63,128-191.")
+DatasetOpt = typer.Option("tokenized-text", "--dataset",
+                          help="What the job reads: tokenized-text, imagenet-jpeg, imagenet-dali, "
+                               "webdataset-images, video-4k-raw, or none (no data-loading term).")
+
+
+# ------------------------------------------------------------------ the layout
+#: ParallelismSpec field -> the option that sets it (one name per idea across the CLI)
+LAYOUT_OPTIONS: dict[str, str] = {
+    "tp": "--tp", "pp": "--pp", "dp": "--dp", "cp": "--cp", "ep": "--ep", "etp": "--etp", "vpp": "--vpp",
+    "micro_batch": "--micro-batch", "recompute": "--recompute", "recompute_modules": "--recompute-modules",
+    "recompute_num_layers": "--recompute-num-layers", "zero": "--zero", "sequence_parallel": "--sp",
+    "moe_overlap": "--moe-overlap", "first_stage_layers": "--first-stage-layers",
+    "last_stage_layers": "--last-stage-layers", "embedding_in_split": "--embedding-in-split",
+    "loss_in_split": "--loss-in-split", "pipeline_layout": "--pipeline-layout",
+}
+#: what the help adds to the field's docstring about a value that is not given
+_NOT_GIVEN = {"dp": "default GPUs / (tp pp cp)", "zero": "default by the software stack: 1 when dp x cp > 1",
+              "sequence_parallel": "default on when tp > 1 where the stack has it"}
+
+
+def _choices(name: str) -> tuple[str, ...]:
+    """The values a Literal field (or a tuple of Literals) admits."""
+    ann = ParallelismSpec.model_fields[name].annotation
+    while typing.get_origin(ann) is not typing.Literal and typing.get_args(ann):
+        ann = typing.get_args(ann)[0]
+    return tuple(str(a) for a in typing.get_args(ann)) if typing.get_origin(ann) is typing.Literal else ()
+
+
+def field_help(name: str) -> str:
+    """Help for ``name``: the spec field's docstring, its choices and what a value not given becomes."""
+    f = ParallelismSpec.model_fields[name]
+    text = " ".join((f.description or "").replace("``", "").split())
+    choices = _choices(name)
+    if choices and not all(c in text for c in choices):
+        text += f" One of: {', '.join(choices)}" + (" (comma-separated)." if name == "recompute_modules" else ".")
+    default = _NOT_GIVEN.get(name) or (None if f.default in (None, ()) else f"default {f.default}")
+    return f"{text} ({default})" if default else text
+
+
+def _opt(name: str) -> Any:
+    decl = LAYOUT_OPTIONS[name]
+    decls = (f"{decl}/--no-{decl[2:]}",) if name == "sequence_parallel" else (decl,)
+    return typer.Option(None, *decls, help=field_help(name))
+
+
+TpOpt = _opt("tp")
+PpOpt = _opt("pp")
+DpOpt = _opt("dp")
+CpOpt = _opt("cp")
+EpOpt = _opt("ep")
+EtpOpt = _opt("etp")
+VppOpt = _opt("vpp")
+MicroBatchOpt = _opt("micro_batch")
+RecomputeOpt = _opt("recompute")
+RecomputeModulesOpt = _opt("recompute_modules")
+RecomputeNumLayersOpt = _opt("recompute_num_layers")
+ZeroOpt = _opt("zero")
+SpOpt = _opt("sequence_parallel")
+MoeOverlapOpt = _opt("moe_overlap")
+FirstStageOpt = _opt("first_stage_layers")
+LastStageOpt = _opt("last_stage_layers")
+EmbeddingSplitOpt = _opt("embedding_in_split")
+LossSplitOpt = _opt("loss_in_split")
+PipelineLayoutOpt = _opt("pipeline_layout")
+
+
+def layout_fields(*, sp: bool | None = None, recompute_modules: str | None = None, **given: Any) -> dict[str, Any]:
+    """ParallelismSpec fields from the layout options a command received (None: not given); the option
+    parameters carry the field names except ``sp`` and the comma-separated ``recompute_modules``."""
+    unknown = set(given) - set(LAYOUT_OPTIONS)
+    if unknown:
+        raise TypeError(f"not layout options: {sorted(unknown)}")
+    out = {k: v for k, v in given.items() if v is not None and v is not False}
+    if sp is not None:
+        out["sequence_parallel"] = sp
+    modules = [x.strip() for x in (recompute_modules or "").split(",") if x.strip()]
+    if modules:
+        out["recompute_modules"] = modules
+    return out
+
+
+def any_given(fields: dict[str, Any]) -> bool:
+    """True when a command was given at least one layout option."""
+    return bool(fields)
+
+
+def resolve_layout(fields: dict[str, Any], cluster: Any, model: Any, *, gpus: int, global_batch: int,
+                   precision: str, stack: str, calibration: Any = None) -> ParallelismSpec:
+    """The layout the options describe on ``gpus`` GPUs, completed as :func:`resolve_parallelism` does for
+    the run's software stack; a pipeline layout string is checked against the model before anything is
+    expanded (its errors name ``--pipeline-layout``)."""
+    from clustertwin.train.layout_string import parse_pipeline_layout
+    from clustertwin.train.params import resolve_params
+    from clustertwin.train.resolve import resolve_parallelism
+    from clustertwin.train.stack import resolve_stack
+
+    par = resolve_parallelism({**fields, "global_batch": global_batch, "precision": precision,
+                               "software_stack": stack}, gpus, prefix=(),
+                              stack=resolve_stack(stack, cluster, resolve_params(None, calibration)))
+    if par.pipeline_layout:
+        parse_pipeline_layout(par.pipeline_layout, par.pp, par.vpp, model.layers, path=("--pipeline-layout",))
+    return par
