@@ -43,6 +43,8 @@ PLACEMENTS = ("contiguous", "scattered", "random")
 _CACHE: dict[tuple, tuple[float, int]] = {}
 _NODES: dict[tuple, np.ndarray] = {}
 _CACHE_LIMIT = 4096
+_LAYOUT_CACHE: dict[tuple, tuple[dict, dict]] = {}
+"""(fractions, hops) per scalar layout shape (cluster, GPUs per node, placement, GPUs, tp cp dp ep etp pp)."""
 _TOPOLOGIES: dict[ClusterSpec, Topology] = {}
 MAX_PLACEMENT_NODES = 1_048_576
 """Most nodes a ``--placement`` node list may name (2^20, above any catalog cluster); the cluster's own node
@@ -164,12 +166,6 @@ def kind_traffic(cluster: ClusterSpec, n_nodes: int, m: int, s: int, pattern: st
     return out
 
 
-def _kinds(lay: Layouts, gpus_per_node: int) -> dict[str, tuple[object, object, str]]:
-    """(members placed, stride, pattern) of every group kind, from the one owner of group shapes
-    (:meth:`clustertwin.train.placement.Groups.shapes`)."""
-    return groups(lay, gpus_per_node).shapes()
-
-
 def net_fractions(cluster: ClusterSpec, lay: Layouts, gpus_per_node: int, placement="contiguous") -> dict:
     """Fraction of injection bandwidth of every group kind of every layout (floats for a scalar layout,
     arrays otherwise); keys :attr:`Groups.KINDS` (``tp cp dp ep edp pp etp``)."""
@@ -187,19 +183,30 @@ def group_traffic(cluster: ClusterSpec, lay: Layouts, gpus_per_node: int, placem
     return _per_kind(cluster, lay, gpus_per_node, placement)
 
 
-def _per_kind(cluster: ClusterSpec, lay: Layouts, gpn: int, placement) -> tuple[dict, dict]:
-    """(fractions, hops) of every group kind; a layout batch is reduced to its distinct (nodes, m, s)
-    shapes first (one 1-D integer key, so the unique is a plain sort) and each shape is costed once."""
+def _per_kind(cluster: ClusterSpec, lay: Layouts, gpn: int, placement,
+              grp: Groups | None = None) -> tuple[dict, dict]:
+    """(fractions, hops) of every group kind, from the group shapes of the one owner
+    (:meth:`clustertwin.train.placement.Groups.shapes`; ``grp`` when the caller built them already). A scalar
+    layout's result is cached by what decides its shapes; a layout batch is reduced to its distinct
+    (nodes, m, s) shapes first (one 1-D integer key, so the unique is a plain sort), each costed once."""
     frac: dict[str, object] = {}
     hops: dict[str, object] = {}
     if lay.is_scalar:
+        key = (spec_key(cluster), gpn, placement_key(placement), int(lay.gpus),
+               *(int(getattr(lay, f)) for f in ("tp", "cp", "dp", "ep", "etp", "pp")))
+        hit = _LAYOUT_CACHE.get(key)
+        if hit is not None:
+            return dict(hit[0]), dict(hit[1])
         n_nodes = max(1, int(lay.gpus) // gpn)
-        for name, (size, stride, pattern) in _kinds(lay, gpn).items():
+        for name, (size, stride, pattern) in (grp or groups(lay, gpn)).shapes().items():
             m, s = node_shape(int(size), int(stride), gpn)  # type: ignore[call-overload]
             frac[name], hops[name] = kind_traffic(cluster, n_nodes, m, s, pattern, placement)
+        if len(_LAYOUT_CACHE) >= _CACHE_LIMIT:
+            _LAYOUT_CACHE.clear()
+        _LAYOUT_CACHE[key] = (dict(frac), dict(hops))
         return frac, hops
     n_nodes_a = np.maximum(np.asarray(lay.gpus) // gpn, 1).astype(np.int64)
-    for name, (size, stride, pattern) in _kinds(lay, gpn).items():
+    for name, (size, stride, pattern) in (grp or groups(lay, gpn)).shapes().items():
         size_a = np.broadcast_to(np.asarray(size), n_nodes_a.shape).astype(np.int64)
         stride_a = np.broadcast_to(np.asarray(stride), n_nodes_a.shape).astype(np.int64)
         m_a = np.where(stride_a < gpn, np.maximum(1, -(-size_a * stride_a // gpn)), size_a)
@@ -218,7 +225,7 @@ def with_topology(cluster: ClusterSpec, lay: Layouts, grp: Groups, gpus_per_node
                   placement="contiguous") -> Groups:
     """``grp`` with every group's ``net_fraction`` and ``net_hops`` set from :func:`net_fractions` and
     :func:`net_hops` (each kind its own, expert-TP included)."""
-    f, h = _per_kind(cluster, lay, gpus_per_node, placement)
+    f, h = _per_kind(cluster, lay, gpus_per_node, placement, grp)
 
     def g(group, kind: str):
         return replace(group, net_fraction=f[kind], net_hops=h[kind])
