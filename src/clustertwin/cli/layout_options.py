@@ -1,5 +1,5 @@
 """The layout options, defined once: every command that takes one training layout (``train estimate``,
-``explain``) declares these same options, with the name, type, default (None: not given) and help text taken
+``explain``; ``train search`` pins the ones given and searches the rest) declares these same options, with the name, type, default (None: not given) and help text taken
 from :class:`~clustertwin.specs.ParallelismSpec` (its field docstrings and choices), and turns them into a
 layout with :func:`layout_fields` and :func:`clustertwin.train.resolve.resolve_parallelism`, which fills what
 is not given with the spec's defaults (tp, pp, cp, ep, vpp, micro-batch 1; dp = GPUs / (tp pp cp); ZeRO and
@@ -13,6 +13,7 @@ from typing import Any
 
 import typer
 
+from clustertwin.errors import SpecError, did_you_mean
 from clustertwin.specs import ParallelismSpec
 
 # ------------------------------------------------------------------ the run around the layout
@@ -64,10 +65,20 @@ def field_help(name: str) -> str:
     return f"{text} ({default})" if default else text
 
 
-def _opt(name: str) -> Any:
+def _opt(name: str, *, searched: bool = False) -> Any:
+    """The option of field ``name``; ``searched``: the variant of ``train search``, where a value not given
+    is searched over (same name, type and default; the help says so)."""
     decl = LAYOUT_OPTIONS[name]
     decls = (f"{decl}/--no-{decl[2:]}",) if name == "sequence_parallel" else (decl,)
-    return typer.Option(None, *decls, help=field_help(name))
+    text = field_help(name)
+    if searched:
+        text = text.rsplit(" (default", 1)[0] + " (pinned when given, else searched)"
+    return typer.Option(None, *decls, help=text)
+
+
+def search_option(name: str) -> Any:
+    """``train search``'s variant of a layout option (see :func:`_opt`)."""
+    return _opt(name, searched=True)
 
 
 TpOpt = _opt("tp")
@@ -103,6 +114,12 @@ def layout_fields(*, sp: bool | None = None, recompute_modules: str | None = Non
     modules = [x.strip() for x in (recompute_modules or "").split(",") if x.strip()]
     if modules:
         out["recompute_modules"] = modules
+    for name, value in out.items():  # a choice checked here, before a search or a model sees it
+        choices = _choices(name)
+        for v in value if isinstance(value, list) else [value]:
+            if choices and str(v) not in choices:
+                raise SpecError(f"{LAYOUT_OPTIONS[name]} {str(v)[:40]!r} is not one of {', '.join(choices)}"
+                                f"{did_you_mean(str(v), choices)}")
     return out
 
 

@@ -46,6 +46,7 @@ from clustertwin.cli.layout_options import (
     ZeroOpt,
     layout_fields,
     resolve_layout,
+    search_option,
 )
 from clustertwin.errors import SpecError
 
@@ -100,6 +101,10 @@ def _short_layout(layout: dict[str, Any]) -> str:
         layout["recompute"]], f"z{layout['zero']}"]
     if layout["sequence_parallel"]:
         parts.append("sp")
+    if layout.get("moe_overlap", "auto") != "auto":
+        parts.append(f"overlap:{layout['moe_overlap']}")
+    if layout.get("recompute_modules"):
+        parts.append("rc:" + "+".join(layout["recompute_modules"]))
     if layout.get("first_stage_layers") or layout.get("last_stage_layers"):
         parts.append(f"first{layout.get('first_stage_layers') or '-'}/last{layout.get('last_stage_layers') or '-'}")
     split = [n for n, k in (("emb", "embedding_in_split"), ("loss", "loss_in_split")) if layout.get(k)]
@@ -244,15 +249,25 @@ def search_command(
     gpus: int = GpusOpt,
     global_batch: int = BatchOpt,
     seq_len: int = SeqOpt,
-    tp: int = typer.Option(None, "--tp", help="Fix the tensor-parallel degree."),
-    pp: int = typer.Option(None, "--pp", help="Fix the pipeline stages."),
-    dp: int = typer.Option(None, "--dp", help="Fix the data-parallel degree."),
-    cp: int = typer.Option(None, "--cp", help="Fix the context-parallel degree."),
-    ep: int = typer.Option(None, "--ep", help="Fix the expert-parallel degree."),
-    vpp: int = typer.Option(None, "--vpp", help="Fix the virtual pipeline chunks."),
-    micro_batch: int = typer.Option(None, "--micro-batch", help="Fix the micro-batch."),
-    recompute: str = typer.Option(None, "--recompute", help="Fix recompute: none, selective, full."),
-    zero: int = typer.Option(None, "--zero", help="Fix the ZeRO stage."),
+    tp: int = search_option("tp"),
+    pp: int = search_option("pp"),
+    dp: int = search_option("dp"),
+    cp: int = search_option("cp"),
+    ep: int = search_option("ep"),
+    vpp: int = search_option("vpp"),
+    micro_batch: int = search_option("micro_batch"),
+    recompute: str = search_option("recompute"),
+    zero: int = search_option("zero"),
+    sp: bool = search_option("sequence_parallel"),
+    first_stage_layers: int = search_option("first_stage_layers"),
+    last_stage_layers: int = search_option("last_stage_layers"),
+    embedding_in_split: bool = search_option("embedding_in_split"),
+    loss_in_split: bool = search_option("loss_in_split"),
+    pipeline_layout: str = search_option("pipeline_layout"),
+    etp: int = search_option("etp"),
+    recompute_num_layers: int = search_option("recompute_num_layers"),
+    moe_overlap: str = search_option("moe_overlap"),
+    recompute_modules: str = search_option("recompute_modules"),
     precision: str = PrecOpt,
     top: int = typer.Option(10, "--top", "-k", help="Layouts to list."),
     tokens: float = TokensOpt,
@@ -270,8 +285,15 @@ def search_command(
     require_gpus(gpus)
     c = load_cluster(cluster)
     m = _seq_model(model, seq_len)
-    fixed = _fixed(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, micro_batch=micro_batch, recompute=recompute,
-                   zero=zero)
+    _fixed(recompute=recompute, zero=zero)
+    fixed = layout_fields(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, micro_batch=micro_batch, recompute=recompute,
+                          zero=zero, sp=sp, first_stage_layers=first_stage_layers,
+                          last_stage_layers=last_stage_layers, embedding_in_split=embedding_in_split,
+                          loss_in_split=loss_in_split, pipeline_layout=pipeline_layout, etp=etp,
+                          recompute_num_layers=recompute_num_layers, moe_overlap=moe_overlap,
+                          recompute_modules=recompute_modules)
+    if pipeline_layout:
+        raise SpecError("--pipeline-layout fixes one stage plan: give it to train estimate, not search")
     res = search(m, c, global_batch=global_batch, gpus=gpus, precision=precision, fixed=fixed, top=top,
                  calibration=load_calibration(calibration, c, force), software_stack=stack,
                  **_path_inputs(placement, dataset, c.nodes))

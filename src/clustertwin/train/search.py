@@ -31,8 +31,9 @@ from clustertwin.specs.model import ModelSpec
 from clustertwin.train.data import DEFAULT_DATASET
 from clustertwin.train.estimate import TrainEstimate, annotate, from_arrays
 from clustertwin.train.hardware import hardware
-from clustertwin.train.layout import RECOMPUTE_CODES, Layouts
+from clustertwin.train.layout import MOE_OVERLAP_CODES, RECOMPUTE_CODES, RECOMPUTE_MODULE_BITS, Layouts
 from clustertwin.train.memory import TERMS, memory_arrays
+from clustertwin.train.moe_overlap import overlap_violation
 from clustertwin.train.params import TrainParams, resolve_params
 from clustertwin.train.resolve import default_sequence_parallel
 from clustertwin.train.rules import MESSAGES, RULES, violations
@@ -136,6 +137,8 @@ def candidates(model: ModelSpec, gpus: int, global_batch: int, gpus_per_node: in
 
     tps = choice("tp", [t for t in _pow2_upto(min(gpus_per_node, gpus)) if model.heads % t == 0])
     pps = choice("pp", _pow2_upto(min(model.layers, gpus)))
+    if fx.get("moe_overlap") == "dualpipe":  # DualPipe runs on an even pipeline of >= 2 stages (moe_overlap.py)
+        pps = [p for p in pps if p >= 2 and p % 2 == 0]
     cps = choice("cp", [c for c in _pow2_upto(min(CP_MAX if st.context_parallel else 1, gpus))
                         if c == 1 or s % (2 * c) == 0])
     experts = model.moe.experts if model.moe else 1
@@ -180,7 +183,20 @@ def candidates(model: ModelSpec, gpus: int, global_batch: int, gpus_per_node: in
                         f"{ {k: v for k, v in fx.items() if k in ('tp', 'pp', 'dp', 'cp')} }")
     a = np.concatenate(blocks).astype(np.int64)
     # columns 0-13: tp .. loss_split in field order; 14: etp (a keyword: the stage-plan fields sit between)
-    return Layouts(*(a[:, i] for i in range(14)), etp=a[:, 14])
+    return Layouts(*(a[:, i] for i in range(14)), etp=a[:, 14], **pinned_modes(fx))
+
+
+def pinned_modes(fixed: dict[str, Any]) -> dict[str, int]:
+    """The per-layout modes a search takes as given, never searched: MoE overlap, per-module recompute and
+    the number of fully recomputed layers (Layouts codes; absent: the stack's default / none)."""
+    out: dict[str, int] = {}
+    if fixed.get("moe_overlap") is not None:
+        out["moe_overlap"] = MOE_OVERLAP_CODES[str(fixed["moe_overlap"])]
+    if fixed.get("recompute_modules"):
+        out["rc_modules"] = sum(RECOMPUTE_MODULE_BITS[str(m)] for m in set(fixed["recompute_modules"]))
+    if fixed.get("recompute_num_layers"):
+        out["rc_layers"] = int(fixed["recompute_num_layers"])
+    return out
 
 
 def _prune_moe(model: ModelSpec, valid: Layouts, global_batch: int, precision: str, hw, prm: TrainParams, s: int,
@@ -222,6 +238,13 @@ def search(model: ModelSpec, cluster: ClusterSpec, *, global_batch: int, gpus: i
         raise SpecError(f"gpus={n} exceeds the cluster's {cluster.total_gpus} GPUs", path=("gpus",))
     hw = hardware(cluster, precision, prm, stack)
     fx = dict(fixed or {})
+    if fx.get("pipeline_layout"):
+        raise SpecError("a pipeline layout string fixes one stage plan: give it to train estimate, not search",
+                        path=("pipeline_layout",))
+    mode = fx.get("moe_overlap")
+    bad = overlap_violation(stack.name, stack.moe_overlaps, str(mode), model, 2) if mode else None
+    if bad:
+        raise SpecError(f"invalid layout: {bad}", path=("moe_overlap",))
     if not hw.flash and "cp" not in fx:
         fx["cp"] = 1  # ring attention (context parallelism) runs on fused attention kernels only
     lay = candidates(model, n, global_batch, cluster.node.gpus, fx, s, stack)
