@@ -8,6 +8,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# Property tests draw the same examples on every run (CI time stays predictable, a failure reproduces);
+# a test's own @settings changes only what it names.
+settings.register_profile("seeded", derandomize=True, database=None, print_blob=True)
+settings.load_profile("seeded")
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
