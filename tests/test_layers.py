@@ -121,3 +121,12 @@ def test_no_import_cycle_inside_a_package():
 
     cycles = [sorted(c) for c in nx.strongly_connected_components(_module_graph()) if len(c) > 1]
     assert not cycles, cycles
+
+
+def test_no_import_of_another_modules_private_names():
+    """A name another module needs is public in its owner; ``from x import _name`` is not allowed."""
+    bad = [f"{module}:{node.lineno} imports {node.module}.{a.name}"
+           for module, path in _modules() for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+           if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("clustertwin")
+           for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+    assert not bad, bad

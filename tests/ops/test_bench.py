@@ -110,7 +110,7 @@ def _uneven_worker(rank: int, init_method: str, out_dir: str) -> None:
                 _time.sleep(0.002)
             dist.all_reduce(x)
 
-        t = bm._timed_collective(call, lambda: None, dist, torch, torch.device("cpu"))
+        t = bm.timed_collective(call, lambda: None, dist, torch, torch.device("cpu"))
         (Path(out_dir) / f"rank{rank}").write_text(str(t))
     finally:
         dist.destroy_process_group()

@@ -81,19 +81,19 @@ def echo(text: str, *, err: bool = False, nl: bool = True) -> None:
     typer.echo(terminal_safe(text), err=err, nl=nl)
 
 
-def _jsonable(obj: Any) -> Any:
+def jsonable(obj: Any) -> Any:
     if isinstance(obj, BaseModel):
-        return _jsonable(obj.model_dump(mode="json"))
+        return jsonable(obj.model_dump(mode="json"))
     if hasattr(obj, "to_dict"):
-        return _jsonable(obj.to_dict())
+        return jsonable(obj.to_dict())
     if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
+        return {str(k): jsonable(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
-        return [_jsonable(v) for v in obj]
+        return [jsonable(v) for v in obj]
     if isinstance(obj, float) and not math.isfinite(obj):
         return None
     if hasattr(obj, "item") and callable(obj.item):  # numpy scalars
-        return _jsonable(obj.item())
+        return jsonable(obj.item())
     if isinstance(obj, Path):
         return str(obj)
     return obj
@@ -101,7 +101,7 @@ def _jsonable(obj: Any) -> Any:
 
 def print_json(obj: Any) -> None:
     """Print stable JSON (numpy scalars and specs converted) to stdout."""
-    typer.echo(json.dumps(_jsonable(obj), indent=2))
+    typer.echo(json.dumps(jsonable(obj), indent=2))
 
 
 _NUMBER_CHARS = frozenset("0123456789.,+-%$e×x|/ infa")

@@ -240,9 +240,9 @@ def _windows_table(windows: list[dict[str, Any]], window_s: float):
 
 
 def _clean(obj: Any) -> Any:
-    from clustertwin.cli.common import _jsonable
+    from clustertwin.cli.common import jsonable
 
-    return _jsonable(obj)
+    return jsonable(obj)
 
 
 def register(app: typer.Typer) -> None:

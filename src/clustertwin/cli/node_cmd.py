@@ -181,7 +181,7 @@ def bench_command(
         if part not in ("gemm", "memory", "collectives"):
             raise SpecError(f"--skip takes gemm, memory or collectives (got '{part}')")
     gpu_name = None
-    torch = bm._torch()
+    torch = bm.import_torch()
     if torch is not None and torch.cuda.is_available():
         gpu_name = torch.cuda.get_device_name(0)
     from clustertwin.ops.gpu import catalog_gpu_id

@@ -27,7 +27,7 @@ from clustertwin.datapath.mlperf import (
     WORKLOADS,
     mlperf_storage,
 )
-from clustertwin.datapath.validation import CLIENT_KEYS, _accelerator, storage_from_case
+from clustertwin.datapath.validation import CLIENT_KEYS, accelerator_of, storage_from_case
 from clustertwin.errors import SpecError
 
 FACTORS = (0.7, 0.8, 0.9, 0.95, 1.05, 1.1, 1.25, 1.4)
@@ -66,7 +66,7 @@ class DlioFit:
 
 def _prepare(case: dict) -> tuple:
     client = case.get("client") or {}
-    return (_accelerator(case["gpu"]), storage_from_case(case["storage"]),
+    return (accelerator_of(case["gpu"]), storage_from_case(case["storage"]),
             {CLIENT_KEYS[k]: v for k, v in client.items()})
 
 

@@ -34,7 +34,7 @@ def storage_from_case(raw: Any) -> StorageSpec:
     return build(StorageSpec, data, prefix=("storage",))
 
 
-def _accelerator(gpu: Any) -> str:
+def accelerator_of(gpu: Any) -> str:
     g = str(gpu).lower()
     for name in ("h100", "a100"):
         if name in g:
@@ -55,6 +55,6 @@ def evaluate(case: dict) -> dict[str, Any]:
     nodes = case["client_nodes"]
     if not isinstance(nodes, int) or nodes < 1:
         raise SpecError(f"client_nodes must be a positive integer (got {nodes!r})", path=("client_nodes",))
-    pred = mlperf_storage(str(case["workload"]), _accelerator(case["gpu"]), nodes, storage_from_case(case["storage"]),
+    pred = mlperf_storage(str(case["workload"]), accelerator_of(case["gpu"]), nodes, storage_from_case(case["storage"]),
                           min_accelerator_utilization=case.get("min_accelerator_utilization"), **kw)
     return pred.to_dict()

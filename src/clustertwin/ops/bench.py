@@ -157,7 +157,7 @@ class BenchReport:
 
 
 # ---------------------------------------------------------------------------------------------- helpers
-def _torch() -> Any:
+def import_torch() -> Any:
     try:
         import torch
     except ImportError:
@@ -182,7 +182,7 @@ def _timed(fn: Callable[[], Any], sync: Callable[[], None]) -> float:
     return (time.perf_counter() - t0) / iters
 
 
-def _timed_collective(fn: Callable[[], Any], sync: Callable[[], None], dist: Any, torch: Any,
+def timed_collective(fn: Callable[[], Any], sync: Callable[[], None], dist: Any, torch: Any,
                       dev: Any) -> float:
     """Mean seconds per call of a collective ``fn``. Every rank must issue the same number of calls, so
     the repeat count is agreed on (the minimum of each rank's estimate for MIN_TIMED_S, from one probe
@@ -231,15 +231,15 @@ def _gpu_spec(name: str) -> Any:
 # ---------------------------------------------------------------------------------------------- GEMM
 def gemm(precisions: Sequence[str] | None = None, n: int | None = None) -> tuple[list[GemmResult], list[str]]:
     """Dense GEMM throughput per precision on cuda:0 if present, else the CPU."""
-    torch = _torch()
+    torch = import_torch()
     if torch is None:
         return [], [f"gemm: {TORCH_MISSING}"]
     cuda = torch.cuda.is_available()
     dev = "cuda" if cuda else "cpu"
     if precisions is None and not cuda:
-        from clustertwin.ops.host import _cpuinfo
+        from clustertwin.ops.host import read_cpuinfo
 
-        has_bf16 = bool(_cpuinfo()[2] & CPU_BF16_FLAGS)
+        has_bf16 = bool(read_cpuinfo()[2] & CPU_BF16_FLAGS)
         precisions = (*CPU_GEMM_PRECISIONS, "bf16") if has_bf16 else CPU_GEMM_PRECISIONS
     precisions = list(precisions or GPU_GEMM_PRECISIONS)
     n = n or (DEFAULT_GEMM_N_GPU if cuda else DEFAULT_GEMM_N_CPU)
@@ -254,9 +254,9 @@ def gemm(precisions: Sequence[str] | None = None, n: int | None = None) -> tuple
     if not cuda:
         import psutil
 
-        from clustertwin.ops.host import _cpuinfo
+        from clustertwin.ops.host import read_cpuinfo
 
-        _, _, flags = _cpuinfo()
+        _, _, flags = read_cpuinfo()
         cpu_peak = cpu_peak_fp32_tflops(psutil.cpu_count(logical=False) or 1, _cpu_ghz(), flags)
     for p in precisions:
         if p not in dtypes:
@@ -294,10 +294,10 @@ def host_memory_bandwidth(nbytes: int = 256 * MIB, cpu_id: str | None = None) ->
     t = _timed(lambda: np.copyto(dst, src), lambda: None)
     peak, psrc = None, "no catalog CPU given (--cpu ID)"
     if cpu_id:
-        from clustertwin.ops.host import _cpuinfo
+        from clustertwin.ops.host import read_cpuinfo
 
         cpu = catalog.get("cpu", cpu_id)
-        sockets = _cpuinfo()[1]
+        sockets = read_cpuinfo()[1]
         if cpu.memory_gb_per_s:
             peak, psrc = cpu.memory_gb_per_s * sockets, f"catalog {cpu_id} x {sockets} socket(s)"
     return MemoryBandwidthResult("host", int(src.nbytes), COPY_BYTES_FACTOR * src.nbytes / t / GB, peak, psrc)
@@ -305,7 +305,7 @@ def host_memory_bandwidth(nbytes: int = 256 * MIB, cpu_id: str | None = None) ->
 
 def device_memory_bandwidth(nbytes: int = 2 * 2**30) -> tuple[MemoryBandwidthResult | None, str | None]:
     """torch copy bandwidth of GPU memory on cuda:0, or (None, reason)."""
-    torch = _torch()
+    torch = import_torch()
     if torch is None:
         return None, f"device memory: {TORCH_MISSING}"
     if not torch.cuda.is_available():

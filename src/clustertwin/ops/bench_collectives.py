@@ -20,8 +20,8 @@ from clustertwin.ops.bench import (
     TORCH_MISSING,
     CollectiveResult,
     CollectiveRow,
-    _timed_collective,
-    _torch,
+    import_torch,
+    timed_collective,
 )
 from clustertwin.units import GB, KIB, MIB, US
 
@@ -52,7 +52,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _op_pair(dist: Any, torch: Any, op: str, rank: int, world: int, count: int,
+def op_pair(dist: Any, torch: Any, op: str, rank: int, world: int, count: int,
              dev: Any, in_place: bool = False) -> tuple[Callable[[], Any], Callable[[], int], int]:
     """(run, check, total element count) of one collective. Rank r contributes the value r + 1, so a sum is
     n(n+1)/2 and a gather is 1, 2, ..., n chunk by chunk; ``check`` returns the number of wrong elements.
@@ -126,10 +126,10 @@ def _collective_worker(rank: int, world: int, init_method: str, backend: str, op
             for size in sizes:
                 row: dict[str, Any] = {}
                 for in_place in ((False,) if op == "all_reduce" else (False, True)):
-                    run, check, count = _op_pair(dist, torch, op, rank, world, size // FLOAT32_BYTES, dev,
+                    run, check, count = op_pair(dist, torch, op, rank, world, size // FLOAT32_BYTES, dev,
                                                  in_place)
                     dist.barrier()
-                    t = _timed_collective(run, sync, dist, torch, dev)
+                    t = timed_collective(run, sync, dist, torch, dev)
                     tt = torch.tensor([t], dtype=torch.float64, device=dev)
                     dist.all_reduce(tt, op=dist.ReduceOp.MAX)
                     wrong = torch.tensor([check()], dtype=torch.float64, device=dev)
@@ -148,7 +148,7 @@ def _collective_worker(rank: int, world: int, init_method: str, backend: str, op
 def collectives(ops: Sequence[str] = ("all_reduce",), sizes: Sequence[int] | None = None,
                 world_size: int | None = None, backend: str | None = None) -> tuple[list[CollectiveResult], list[str]]:
     """Collective bus bandwidth across ``world_size`` local processes on loopback (127.0.0.1)."""
-    torch = _torch()
+    torch = import_torch()
     if torch is None:
         return [], [f"collectives: {TORCH_MISSING}"]
     import torch.distributed as dist

@@ -50,10 +50,10 @@ def _threads() -> int:
 def _peak(cpu_id: str | None) -> tuple[float | None, str]:
     if not cpu_id:
         return None, "no catalog CPU given (--cpu ID)"
-    from clustertwin.ops.host import _cpuinfo
+    from clustertwin.ops.host import read_cpuinfo
 
     cpu = catalog.get("cpu", cpu_id)
-    sockets = _cpuinfo()[1]
+    sockets = read_cpuinfo()[1]
     if not cpu.memory_gb_per_s:
         return None, f"catalog {cpu_id} has no memory bandwidth"
     return cpu.memory_gb_per_s * sockets, f"catalog {cpu_id} x {sockets} socket(s)"

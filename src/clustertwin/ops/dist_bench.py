@@ -16,9 +16,9 @@ from clustertwin.ops.bench import (
     FLOAT32_BYTES,
     CollectiveResult,
     CollectiveRow,
-    _timed_collective,
+    timed_collective,
 )
-from clustertwin.ops.bench_collectives import _op_pair, format_nccl_tests, sweep_sizes
+from clustertwin.ops.bench_collectives import format_nccl_tests, op_pair, sweep_sizes
 from clustertwin.units import GB, US, parse_size
 
 
@@ -38,9 +38,9 @@ def run(op: str, sizes: list[int], backend: str | None = None) -> CollectiveResu
     rows = []
     try:
         for size in sizes:
-            fn, check, count = _op_pair(dist, torch, op, rank, world, size // FLOAT32_BYTES, dev)
+            fn, check, count = op_pair(dist, torch, op, rank, world, size // FLOAT32_BYTES, dev)
             dist.barrier()
-            t = torch.tensor([_timed_collective(fn, sync, dist, torch, dev)], dtype=torch.float64, device=dev)
+            t = torch.tensor([timed_collective(fn, sync, dist, torch, dev)], dtype=torch.float64, device=dev)
             dist.all_reduce(t, op=dist.ReduceOp.MAX)
             wrong = torch.tensor([check()], dtype=torch.float64, device=dev)
             dist.all_reduce(wrong)

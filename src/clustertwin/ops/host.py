@@ -63,7 +63,7 @@ class HostInfo:
     cpu_flags: frozenset[str] = frozenset()
 
 
-def _cpuinfo(path: Path = Path("/proc/cpuinfo")) -> tuple[str, int, frozenset[str]]:
+def read_cpuinfo(path: Path = Path("/proc/cpuinfo")) -> tuple[str, int, frozenset[str]]:
     model, sockets, flags = platform.processor() or platform.machine(), set(), frozenset()
     try:
         for line in path.read_text().splitlines():
@@ -148,7 +148,7 @@ def accelerator_stacks(rocm_file: Path = ROCM_VERSION_FILE,
 
 
 def host_info() -> HostInfo:
-    model, sockets, flags = _cpuinfo()
+    model, sockets, flags = read_cpuinfo()
     stats = psutil.net_if_stats()
     nics = []
     for name, addrs in sorted(psutil.net_if_addrs().items()):

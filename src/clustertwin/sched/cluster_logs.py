@@ -15,12 +15,12 @@ from clustertwin.sched.jobs import JobRows, Trace
 from clustertwin.sched.trace_io import (
     MAX_GPUS_PER_JOB,
     MAX_TIME_S,
-    _csv_rows,
-    _finish,
-    _Lines,
-    _num,
-    _open,
-    _utc,
+    LineCounter,
+    finish_report,
+    open_trace,
+    parse_num,
+    to_utc,
+    trace_csv_rows,
 )
 from clustertwin.units import DAY_S, HOUR_S, MINUTE_S
 
@@ -31,7 +31,7 @@ PHILLY_TIME = "%Y-%m-%d %H:%M:%S"
 def _philly_time(v) -> float | None:
     if v is None or v == "None" or v == "":
         return None
-    return _utc(str(v), PHILLY_TIME)
+    return to_utc(str(v), PHILLY_TIME)
 
 
 _JSON_WS = re.compile(r"[ \t\n\r]*")
@@ -74,8 +74,8 @@ def read_philly(path: str | Path, *, strict: bool = False) -> Trace:
     """Microsoft Philly ``cluster_job_log`` (a JSON list of jobs). GPUs = GPUs of the last attempt's
     ``detail`` (summed over machines; units = machines when more than one); runtime = sum of attempt
     durations; submit = ``submitted_time``. Jobs without a finished attempt are excluded."""
-    p = _open(path)
-    lines = _Lines(p, "philly", strict)
+    p = open_trace(path)
+    lines = LineCounter(p, "philly", strict)
     rows = JobRows()
     for i, job in enumerate(_json_list_items(p), start=1):
         lines.report.lines += 1
@@ -112,7 +112,7 @@ def read_philly(path: str | Path, *, strict: bool = False) -> Trace:
             rows.add(jid, submit, runtime, max(per_machine), units=machines, user=str(job.get("user", "")))
         else:
             rows.add(jid, submit, runtime, gpus, user=str(job.get("user", "")))
-    return _finish(rows, lines)
+    return finish_report(rows, lines)
 
 
 # ---------------------------------------------------------------------------------------------- Helios
@@ -122,10 +122,10 @@ HELIOS_TIME = "%Y-%m-%d %H:%M:%S"
 
 def _seconds_or_datetime(text: str, name: str) -> float:
     try:
-        return _num(text, name)
+        return parse_num(text, name)
     except ValueError:
         try:
-            return _utc(text.strip(), HELIOS_TIME)
+            return to_utc(text.strip(), HELIOS_TIME)
         except ValueError:
             raise ValueError(f"{name} '{text}' is neither seconds nor '{HELIOS_TIME}'") from None
 
@@ -135,21 +135,21 @@ def read_helios(path: str | Path, *, strict: bool = False) -> Trace:
     seconds, submitted at ``submit_time`` (seconds or ``YYYY-MM-DD HH:MM:SS``). CPU jobs are excluded.
     Large clean files go through pyarrow when it is installed (:mod:`clustertwin.sched.arrow_readers`),
     with the same result."""
-    p = _open(path)
+    p = open_trace(path)
     if not strict:
         from clustertwin.sched import arrow_readers
 
         fast = arrow_readers.read_helios(p, MAX_GPUS_PER_JOB, MAX_TIME_S)
         if fast is not None:
             return fast
-    lines = _Lines(p, "helios", strict)
+    lines = LineCounter(p, "helios", strict)
     rows = JobRows()
-    for line_no, r in _csv_rows(p, lines, HELIOS_COLUMNS):
+    for line_no, r in trace_csv_rows(p, lines, HELIOS_COLUMNS):
         try:
-            gpus = _num(r["gpu_num"], "gpu_num", -1, MAX_GPUS_PER_JOB)
-            nodes = _num(r["node_num"], "node_num", -1, MAX_GPUS_PER_JOB)
+            gpus = parse_num(r["gpu_num"], "gpu_num", -1, MAX_GPUS_PER_JOB)
+            nodes = parse_num(r["node_num"], "node_num", -1, MAX_GPUS_PER_JOB)
             submit = _seconds_or_datetime(r["submit_time"], "submit_time")
-            dur = _num(r["duration"], "duration")
+            dur = parse_num(r["duration"], "duration")
         except ValueError as e:
             lines.bad(line_no, str(e), getattr(e, "cause", "malformed"))
             continue
@@ -163,7 +163,7 @@ def read_helios(path: str | Path, *, strict: bool = False) -> Trace:
             rows.add(r["job_id"], submit, dur, math.ceil(gpus / nodes), units=int(nodes), user=r["user"])
         else:
             rows.add(r["job_id"], submit, dur, int(gpus), user=r["user"])
-    return _finish(rows, lines)
+    return finish_report(rows, lines)
 
 
 # ---------------------------------------------------------------------------------------------- sacct
@@ -212,8 +212,8 @@ def read_sacct(path: str | Path, *, strict: bool = False) -> Trace:
     Start, End, Timelimit, NNodes and AllocTRES or ReqTRES (``gres/gpu=N``). Job steps (``123.batch``) are
     skipped; jobs that never started (``Start=Unknown``/``None``) and CPU-only jobs are excluded. Runtime
     = End − Start; priority from the ``Priority`` column when present."""
-    p = _open(path)
-    lines = _Lines(p, "sacct", strict)
+    p = open_trace(path)
+    lines = LineCounter(p, "sacct", strict)
     rows = JobRows()
     text = parse.read_lines(p)
     cols = text[0].split("|") if text else []
@@ -238,9 +238,9 @@ def read_sacct(path: str | Path, *, strict: bool = False) -> Trace:
             lines.exclude("never started")
             continue
         try:
-            submit = _utc(r["Submit"], SACCT_TIME)
-            start = _utc(r["Start"], SACCT_TIME)
-            end = _utc(r["End"], SACCT_TIME) if r["End"] not in ("Unknown", "None", "") else None
+            submit = to_utc(r["Submit"], SACCT_TIME)
+            start = to_utc(r["Start"], SACCT_TIME)
+            end = to_utc(r["End"], SACCT_TIME) if r["End"] not in ("Unknown", "None", "") else None
             limit = parse_slurm_duration(r["Timelimit"])
             nnodes = parse.count(r["NNodes"], "NNodes", lo=0, hi=MAX_GPUS_PER_JOB)
             prio = parse.count(r.get("Priority") or "0", "Priority", lo=0, hi=SLURM_PRIORITY_MAX)
@@ -261,4 +261,4 @@ def read_sacct(path: str | Path, *, strict: bool = False) -> Trace:
         per = math.ceil(gpus / nnodes) if nnodes > 1 else gpus
         rows.add(r["JobID"], submit, end - start, per, units=units, limit_s=limit,
                  user=r.get("User", ""), priority=prio)
-    return _finish(rows, lines)
+    return finish_report(rows, lines)

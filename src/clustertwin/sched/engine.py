@@ -39,13 +39,13 @@ from clustertwin.sched.backfill import BackfillMixin
 from clustertwin.sched.cluster import SchedCluster
 from clustertwin.sched.failures import FailureEvents
 from clustertwin.sched.job_states import (  # noqa: F401  (re-exported)
-    _END,
-    _FAIL,
-    _REPAIR,
     COMPLETED,
+    END_EVENT,
+    FAIL_EVENT,
     KILLED,
     PENDING,
     QUEUED,
+    REPAIR_EVENT,
     RUNNING,
     STATE_NAMES,
     UNSCHEDULABLE,
@@ -267,7 +267,7 @@ class Simulator(QueueMixin, LifecycleMixin, BackfillMixin, MetricsMixin):
     def begin(self) -> None:
         fe = self.failures
         for i in range(len(fe)):
-            self._push(float(fe.fail_s[i]), _FAIL, int(fe.node[i]), i)
+            self._push(float(fe.fail_s[i]), FAIL_EVENT, int(fe.node[i]), i)
         self.ptr = 0
         self.submit_list: list[float] = self.jobs.submit_s.tolist()
 
@@ -281,9 +281,9 @@ class Simulator(QueueMixin, LifecycleMixin, BackfillMixin, MetricsMixin):
         heap = self.heap
         while heap and heap[0][0] <= t:
             _, kind, _, a, b = heapq.heappop(heap)
-            if kind == _END:
+            if kind == END_EVENT:
                 self._on_end(a, b, t)
-            elif kind == _REPAIR:
+            elif kind == REPAIR_EVENT:
                 self.state.set_up(a)
                 self._res = None
                 self.stop_version += 1

@@ -156,14 +156,14 @@ def _replace_state(res: SimResult, state: np.ndarray, never: np.ndarray) -> SimR
 def _timeline_sum(results: Sequence[SimResult], combined: SimResult) -> SimResult:
     from dataclasses import replace
 
-    from clustertwin.sched.partitions import _step_at
+    from clustertwin.sched.partitions import step_at
 
     t = np.unique(np.concatenate([r.timeline_t for r in results]))
     def total(attr: str) -> np.ndarray:
         out = np.zeros(len(t))
         for r in results:
             v = getattr(r, attr)
-            out += _step_at(r.timeline_t, v if v is not None else r.timeline_alloc_gpus, t)
+            out += step_at(r.timeline_t, v if v is not None else r.timeline_alloc_gpus, t)
         return out
     return replace(combined, timeline_t=t, timeline_alloc_gpus=total("timeline_alloc_gpus"),
                    timeline_running=total("timeline_running").astype(np.int64),

@@ -7,4 +7,4 @@ STATE_NAMES = {PENDING: "pending", QUEUED: "queued", RUNNING: "running", COMPLET
                UNSCHEDULABLE: "unschedulable"}
 
 # event kinds, in processing order at equal times
-_END, _REPAIR, _FAIL = 0, 1, 2
+END_EVENT, REPAIR_EVENT, FAIL_EVENT = 0, 1, 2

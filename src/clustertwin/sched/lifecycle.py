@@ -8,7 +8,7 @@ import bisect
 import heapq
 
 from clustertwin.errors import SpecError
-from clustertwin.sched.job_states import _END, _REPAIR, COMPLETED, KILLED, RUNNING
+from clustertwin.sched.job_states import COMPLETED, END_EVENT, KILLED, REPAIR_EVENT, RUNNING
 from clustertwin.sched.state import Allocation
 
 
@@ -29,7 +29,7 @@ class LifecycleMixin:
         self.epoch[j] = epoch
         # elastic jobs started on fewer GPUs take proportionally longer (fixed GPU-seconds of work)
         scale = self.total_gpus_list[j] / alloc.gpus if self.min_gpus_list[j] > 0 else 1.0
-        self._push(t + self.runtime_list[j] * scale, _END, j, epoch)
+        self._push(t + self.runtime_list[j] * scale, END_EVENT, j, epoch)
         key = (t + self.limit_list[j] * scale, self.seq, j)
         heapq.heappush(self.running, key)
         self.run_key[j] = key
@@ -119,6 +119,6 @@ class LifecycleMixin:
         self.state.set_down(node)
         self._res = None
         self.stop_version += 1
-        self._push(t + float(self.failures.repair_s[i]), _REPAIR, node)
+        self._push(t + float(self.failures.repair_s[i]), REPAIR_EVENT, node)
 
     # ------------------------------------------------------------------ scheduling

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from clustertwin.sched.trace_io import _fixed_rows, _Lines, _num, _open
+from clustertwin.sched.trace_io import LineCounter, fixed_width_rows, open_trace, parse_num
 
 SENSOR_COLUMNS = ("job_name", "task_name", "worker_name", "inst_id", "machine", "gpu_name", "cpu_usage",
                   "gpu_wrk_util", "avg_mem", "max_mem", "avg_gpu_wrk_mem", "max_gpu_wrk_mem", "read", "write",
@@ -28,18 +28,18 @@ MAX_WORKER_UTIL_PERCENT = 100.0 * 64
 """Upper bound on one worker's ``gpu_wrk_util`` (64 GPUs fully busy); larger values are malformed."""
 
 
-def read_sensor_util(path: str | Path, *, strict: bool = False) -> tuple[dict[tuple[str, str], float], _Lines]:
+def read_sensor_util(path: str | Path, *, strict: bool = False) -> tuple[dict[tuple[str, str], float], LineCounter]:
     """Mean ``gpu_wrk_util`` (percent of one GPU) per (job_name, task_name) and the line accounting."""
-    p = _open(path)
-    lines = _Lines(p, "pai2020-sensor", strict)
+    p = open_trace(path)
+    lines = LineCounter(p, "pai2020-sensor", strict)
     sums: dict[tuple[str, str], list[float]] = {}
-    for line_no, rec in _fixed_rows(p, lines, SENSOR_COLUMNS):
+    for line_no, rec in fixed_width_rows(p, lines, SENSOR_COLUMNS):
         raw = rec["gpu_wrk_util"].strip()
         if not raw:
             lines.exclude("worker without gpu_wrk_util")
             continue
         try:
-            util = _num(raw, "gpu_wrk_util", 0, MAX_WORKER_UTIL_PERCENT)
+            util = parse_num(raw, "gpu_wrk_util", 0, MAX_WORKER_UTIL_PERCENT)
         except ValueError as e:
             lines.bad(line_no, str(e), getattr(e, "cause", "malformed"))
             continue

@@ -62,7 +62,7 @@ def split_nodes(cluster: SchedCluster, shares: Sequence[float]) -> list[np.ndarr
     return [np.arange(cuts[i], cuts[i + 1]) for i in range(k)]
 
 
-def _step_at(t_src: np.ndarray, v_src: np.ndarray, t: np.ndarray) -> np.ndarray:
+def step_at(t_src: np.ndarray, v_src: np.ndarray, t: np.ndarray) -> np.ndarray:
     """Piecewise-constant ``v_src`` (holding from each ``t_src``) sampled at ``t``; 0 before the first."""
     if len(t_src) == 0:
         return np.zeros(len(t))
@@ -99,7 +99,7 @@ def merge(jobs: JobTable, parts: list[tuple[SimResult, np.ndarray]], cluster_gpu
         out = np.zeros(len(t))
         for r, _ in parts:
             v = getattr(r, attr)
-            out += _step_at(r.timeline_t, v if v is not None else r.timeline_alloc_gpus, t)
+            out += step_at(r.timeline_t, v if v is not None else r.timeline_alloc_gpus, t)
         return out
 
     return SimResult(

@@ -31,7 +31,15 @@ from clustertwin.sched.cluster_logs import (  # noqa: F401 (re-exported)
 )
 from clustertwin.sched.jobs import MILLI_PER_GPU, JobRows, Trace, TraceReport
 from clustertwin.sched.pai_sensor import read_sensor_util, task_fraction
-from clustertwin.sched.trace_io import MAX_GPUS_PER_JOB, _csv_rows, _finish, _fixed_rows, _Lines, _num, _open
+from clustertwin.sched.trace_io import (
+    MAX_GPUS_PER_JOB,
+    LineCounter,
+    finish_report,
+    fixed_width_rows,
+    open_trace,
+    parse_num,
+    trace_csv_rows,
+)
 
 FORMATS = ("swf", "pai2023", "pai2020", "philly", "helios", "sacct", "synthetic")
 
@@ -51,8 +59,8 @@ def read_swf(path: str | Path, *, strict: bool = False) -> Trace:
     """Standard Workload Format v2.2: 18 whitespace-separated fields, ``;`` comments, -1 unknown.
     Processors (requested, field 8, else allocated, field 5) are read as GPUs; runtime field 4; requested
     time field 9 is the limit; user field 12; queue field 15 is the priority."""
-    p = _open(path)
-    lines = _Lines(p, "swf", strict)
+    p = open_trace(path)
+    lines = LineCounter(p, "swf", strict)
     rows = JobRows()
     for line_no, raw in enumerate(parse.read_lines(p), start=1):
         text = raw.strip()
@@ -64,7 +72,7 @@ def read_swf(path: str | Path, *, strict: bool = False) -> Trace:
             lines.bad(line_no, f"expected {SWF_FIELDS} fields, got {len(parts)}", parse.FIELD_COUNT)
             continue
         try:
-            f = [_num(x, f"field {i + 1}") for i, x in enumerate(parts)]
+            f = [parse_num(x, f"field {i + 1}") for i, x in enumerate(parts)]
         except ValueError as e:
             lines.bad(line_no, str(e), getattr(e, "cause", "malformed"))
             continue
@@ -91,7 +99,7 @@ def read_swf(path: str | Path, *, strict: bool = False) -> Trace:
             continue
         rows.add(parts[0], submit, run, int(procs), limit_s=req_t if req_t > 0 else None,
                  user=parts[11], priority=max(int(f[14]), 0))
-    return _finish(rows, lines)
+    return finish_report(rows, lines)
 
 
 # ---------------------------------------------------------------------------------------------- PAI 2023
@@ -105,15 +113,15 @@ def read_pai2023(path: str | Path, *, strict: bool = False) -> Trace:
     ``gpu_spec`` (allowed models, ``|``-separated) is the GPU-type constraint; ``qos`` the priority
     (``PAI2023_QOS_PRIORITY``); ``cpu_milli`` and ``memory_mib`` the pod's CPU and memory. CPU-only pods
     and pods never scheduled (no ``scheduled_time``) are excluded. Sample lists without times (``multigpu50``) cannot be replayed and are rejected."""
-    p = _open(path)
-    lines = _Lines(p, "pai2023", strict)
+    p = open_trace(path)
+    lines = LineCounter(p, "pai2023", strict)
     rows = JobRows()
-    for line_no, row in _csv_rows(p, lines, PAI2023_COLUMNS):
+    for line_no, row in trace_csv_rows(p, lines, PAI2023_COLUMNS):
         try:
-            num_gpu = _num(row["num_gpu"], "num_gpu", -1, MAX_GPUS_PER_JOB)
-            milli = _num(row["gpu_milli"], "gpu_milli", -1, MILLI_PER_GPU * MAX_GPUS_PER_JOB)
-            created = _num(row["creation_time"], "creation_time")
-            deleted = _num(row["deletion_time"], "deletion_time")
+            num_gpu = parse_num(row["num_gpu"], "num_gpu", -1, MAX_GPUS_PER_JOB)
+            milli = parse_num(row["gpu_milli"], "gpu_milli", -1, MILLI_PER_GPU * MAX_GPUS_PER_JOB)
+            created = parse_num(row["creation_time"], "creation_time")
+            deleted = parse_num(row["deletion_time"], "deletion_time")
         except ValueError as e:
             lines.bad(line_no, str(e), getattr(e, "cause", "malformed"))
             continue
@@ -128,7 +136,7 @@ def read_pai2023(path: str | Path, *, strict: bool = False) -> Trace:
             lines.exclude("never scheduled")
             continue
         try:
-            started = _num(sched, "scheduled_time")
+            started = parse_num(sched, "scheduled_time")
         except ValueError as e:
             lines.bad(line_no, str(e), getattr(e, "cause", "malformed"))
             continue
@@ -147,8 +155,8 @@ def read_pai2023(path: str | Path, *, strict: bool = False) -> Trace:
         types = frozenset(s.strip() for s in spec.split("|") if s.strip())
         qos = (row.get("qos") or "").strip()
         try:
-            cpu = int(_num(row.get("cpu_milli") or "0", "cpu_milli", -1, 1e12))
-            mem = int(_num(row.get("memory_mib") or "0", "memory_mib", -1, 1e12))
+            cpu = int(parse_num(row.get("cpu_milli") or "0", "cpu_milli", -1, 1e12))
+            mem = int(parse_num(row.get("memory_mib") or "0", "memory_mib", -1, 1e12))
         except ValueError as e:
             lines.bad(line_no, str(e), getattr(e, "cause", "malformed"))
             continue
@@ -157,7 +165,7 @@ def read_pai2023(path: str | Path, *, strict: bool = False) -> Trace:
             continue
         rows.add(row["name"], created, deleted - started, gpus, user=qos,
                  priority=PAI2023_QOS_PRIORITY.get(qos, 0), gpu_types=types, cpu_milli=cpu, memory_mib=mem)
-    return _finish(rows, lines)
+    return finish_report(rows, lines)
 
 
 # ---------------------------------------------------------------------------------------------- PAI 2020
@@ -173,22 +181,22 @@ def read_pai2020(path: str | Path, *, strict: bool = False, sensor: str | Path |
     the GPU model; the user is the job name's owner only in the job table, so ``job_name`` is used.
     ``sensor``: the sensor table, joined on (job_name, task_name) for each task's own GPU utilisation
     (:mod:`clustertwin.sched.pai_sensor`); tasks without sensor rows keep NaN (allocation stands for work)."""
-    p = _open(path)
-    lines = _Lines(p, "pai2020", strict)
+    p = open_trace(path)
+    lines = LineCounter(p, "pai2020", strict)
     util_of: dict[tuple[str, str], float] = {}
     if sensor is not None:
         util_of, s_lines = read_sensor_util(sensor, strict=strict)
         lines.report.utilisation = {**s_lines.report.to_dict(), "tasks_measured": len(util_of)}
     rows = JobRows()
-    for line_no, r in _fixed_rows(p, lines, PAI2020_TASK_COLUMNS):
+    for line_no, r in fixed_width_rows(p, lines, PAI2020_TASK_COLUMNS):
         if not r["plan_gpu"].strip() or not r["start_time"].strip() or not r["end_time"].strip():
             lines.exclude("no gpu plan or times")
             continue
         try:
-            plan = _num(r["plan_gpu"], "plan_gpu", -1, PAI2020_PLAN_GPU_PER_GPU * MAX_GPUS_PER_JOB)
-            start = _num(r["start_time"], "start_time")
-            end = _num(r["end_time"], "end_time")
-            inst = _num(r["inst_num"], "inst_num", 0, MAX_GPUS_PER_JOB)
+            plan = parse_num(r["plan_gpu"], "plan_gpu", -1, PAI2020_PLAN_GPU_PER_GPU * MAX_GPUS_PER_JOB)
+            start = parse_num(r["start_time"], "start_time")
+            end = parse_num(r["end_time"], "end_time")
+            inst = parse_num(r["inst_num"], "inst_num", 0, MAX_GPUS_PER_JOB)
         except ValueError as e:
             lines.bad(line_no, str(e), getattr(e, "cause", "malformed"))
             continue
@@ -212,7 +220,7 @@ def read_pai2020(path: str | Path, *, strict: bool = False, sensor: str | Path |
                  user=r["job_name"], gpu_types=types, gpu_util=util)
     if lines.report.utilisation is not None:
         lines.report.utilisation["jobs_with_util"] = sum(1 for u in rows.gpu_util if u == u)
-    return _finish(rows, lines)
+    return finish_report(rows, lines)
 
 
 # ---------------------------------------------------------------------------------------------- dispatch
@@ -225,7 +233,7 @@ def read_synthetic(path: str | Path, *, cluster_gpus: int | None = None, strict:
     from clustertwin import specs
     from clustertwin.sched.synthetic import MAX_SYNTHETIC_JOBS, SyntheticSpec, generate
 
-    p = _open(path)
+    p = open_trace(path)
     spec = specs.load(SyntheticSpec, str(p))
     if max_jobs is not None and spec.jobs > MAX_SYNTHETIC_JOBS >= max_jobs:
         spec = spec.model_copy(update={"jobs": max_jobs})  # above the cap: generate only what is replayed

@@ -13,7 +13,7 @@ from clustertwin.sched import parse
 from clustertwin.sched.jobs import JobRows, Trace, TraceReport
 
 
-class _Lines:
+class LineCounter:
     """Count, report and (in strict mode) raise on malformed records."""
 
     def __init__(self, path: Path, fmt: str, strict: bool) -> None:
@@ -34,7 +34,7 @@ class _Lines:
         self.report.excluded[reason] += 1
 
 
-def _open(path: str | Path) -> Path:
+def open_trace(path: str | Path) -> Path:
     p = Path(path)
     if not p.exists():
         raise SpecError(f"trace not found: {p}")
@@ -49,16 +49,16 @@ MAX_TIME_S = 1e11
 """Largest time (s) a trace record may carry (about 3,000 years; ``1e308`` is out of range)."""
 
 
-def _num(text: str, name: str, lo: float = -MAX_TIME_S, hi: float = MAX_TIME_S) -> float:
+def parse_num(text: str, name: str, lo: float = -MAX_TIME_S, hi: float = MAX_TIME_S) -> float:
     return parse.number(text, name, lo=lo, hi=hi)
 
 
-def _utc(text: str, fmt: str) -> float:
+def to_utc(text: str, fmt: str) -> float:
     """Seconds since the epoch of a naive timestamp read as UTC (deterministic across time zones)."""
     return datetime.strptime(text, fmt).replace(tzinfo=UTC).timestamp()
 
 
-def _csv_rows(p: Path, lines: _Lines, required: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
+def trace_csv_rows(p: Path, lines: LineCounter, required: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
     """Records of a CSV with a header line, as dicts; damaged and wrong-width lines are counted."""
     text = parse.read_lines(p)
     if not text:
@@ -74,7 +74,7 @@ def _csv_rows(p: Path, lines: _Lines, required: tuple[str, ...]) -> Iterator[tup
     yield from _checked(parse.records(text, 1, first_line_no=1), lines, tuple(cols))
 
 
-def _checked(records: Iterator[tuple[int, list[str] | None, parse.Damaged | None]], lines: _Lines, columns: tuple[str, ...],
+def _checked(records: Iterator[tuple[int, list[str] | None, parse.Damaged | None]], lines: LineCounter, columns: tuple[str, ...],
              skip_header: bool = False) -> Iterator[tuple[int, dict[str, str]]]:
     """Records as dicts by ``columns``; damaged and wrong-width lines are counted, not yielded. With
     ``skip_header`` a first line naming the first column is skipped (not counted)."""
@@ -92,13 +92,13 @@ def _checked(records: Iterator[tuple[int, list[str] | None, parse.Damaged | None
         yield line_no, dict(zip(columns, rec, strict=True))
 
 
-def _fixed_rows(p: Path, lines: _Lines, columns: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
+def fixed_width_rows(p: Path, lines: LineCounter, columns: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
     """Records of a headerless CSV with known ``columns`` (as Alibaba publishes its tables; a header line
     naming the first column is accepted and skipped), as dicts; damaged and wrong-width lines are counted."""
     yield from _checked(parse.records(parse.read_lines(p)), lines, columns, skip_header=True)
 
 
-def _finish(rows: JobRows, lines: _Lines) -> Trace:
+def finish_report(rows: JobRows, lines: LineCounter) -> Trace:
     jobs = rows.build(rebase=True)
     lines.report.jobs = len(jobs)
     return Trace(jobs, lines.report)
