@@ -39,7 +39,7 @@ from clustertwin.cli.layout_options import (
     TpOpt,
     VppOpt,
     ZeroOpt,
-    layout_fields,
+    layout_from_params,
     resolve_layout,
 )
 from clustertwin.errors import SpecError
@@ -81,6 +81,7 @@ def explain_command(
 ) -> None:
     """Walk the path of one training job and name the bottleneck. With no layout option the best layout of
     the layout search is explained; with any, the layout they describe (the rest as train estimate fills it)."""
+    args = dict(locals())  # the layout options among the arguments (layout_from_params)
     require_gpus(gpus)
     if data is not None:  # the warning waits for a successful run: an exit-2 run prints its error line alone
         dataset = data
@@ -94,12 +95,7 @@ def explain_command(
     m = load_model(model)
     if seq_len:
         m = m.model_copy(update={"seq_len": seq_len})
-    fields = layout_fields(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, micro_batch=micro_batch, recompute=recompute,
-                           zero=zero, sp=sp, first_stage_layers=first_stage_layers,
-                           last_stage_layers=last_stage_layers, embedding_in_split=embedding_in_split,
-                           loss_in_split=loss_in_split, pipeline_layout=pipeline_layout, etp=etp,
-                           recompute_num_layers=recompute_num_layers, moe_overlap=moe_overlap,
-                           recompute_modules=recompute_modules)
+    fields = layout_from_params(args)
     par = resolve_layout(fields, c, m, gpus=gpus or c.total_gpus, global_batch=global_batch, precision=precision,
                          stack=stack) if fields else None
     if dataset in ("none", ""):

@@ -102,6 +102,15 @@ LossSplitOpt = _opt("loss_in_split")
 PipelineLayoutOpt = _opt("pipeline_layout")
 
 
+LAYOUT_PARAMS: tuple[str, ...] = tuple("sp" if f == "sequence_parallel" else f for f in LAYOUT_OPTIONS)
+"""The command parameters of the layout options (each command's signature names these)."""
+
+
+def layout_from_params(params: dict[str, Any]) -> dict[str, Any]:
+    """:func:`layout_fields` of the layout parameters among a command's arguments (``locals()`` at its top)."""
+    return layout_fields(**{k: params[k] for k in LAYOUT_PARAMS})
+
+
 def layout_fields(*, sp: bool | None = None, recompute_modules: str | None = None, **given: Any) -> dict[str, Any]:
     """ParallelismSpec fields from the layout options a command received (None: not given); the option
     parameters carry the field names except ``sp`` and the comma-separated ``recompute_modules``."""

@@ -44,7 +44,7 @@ from clustertwin.cli.layout_options import (
     TpOpt,
     VppOpt,
     ZeroOpt,
-    layout_fields,
+    layout_from_params,
     resolve_layout,
     search_option,
 )
@@ -194,6 +194,7 @@ def estimate_command(
     json_out: bool = JsonOpt,
 ) -> None:
     """Step time, MFU, throughput and memory of one layout, with breakdowns."""
+    args = dict(locals())  # the layout options among the arguments (layout_from_params)
     from clustertwin.train import estimate, time_to_train
 
     require_gpus(gpus)
@@ -201,12 +202,7 @@ def estimate_command(
     m = _seq_model(model, seq_len)
     _fixed(recompute=recompute, zero=zero)
     cal = load_calibration(calibration, c, force)
-    fields = layout_fields(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, micro_batch=micro_batch, recompute=recompute,
-                           zero=zero, sp=sp, first_stage_layers=first_stage_layers,
-                           last_stage_layers=last_stage_layers, embedding_in_split=embedding_in_split,
-                           loss_in_split=loss_in_split, pipeline_layout=pipeline_layout, etp=etp,
-                           recompute_num_layers=recompute_num_layers, moe_overlap=moe_overlap,
-                           recompute_modules=recompute_modules)
+    fields = layout_from_params(args)
     par = resolve_layout(fields, c, m, gpus=gpus or c.total_gpus, global_batch=global_batch, precision=precision,
                          stack=stack, calibration=cal)
     if with_failures and not tokens:
@@ -280,18 +276,14 @@ def search_command(
     json_out: bool = JsonOpt,
 ) -> None:
     """Rank every valid layout for the GPU count and global batch by throughput among those that fit."""
+    args = dict(locals())  # the layout options among the arguments (layout_from_params)
     from clustertwin.train import search, time_to_train
 
     require_gpus(gpus)
     c = load_cluster(cluster)
     m = _seq_model(model, seq_len)
     _fixed(recompute=recompute, zero=zero)
-    fixed = layout_fields(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, micro_batch=micro_batch, recompute=recompute,
-                          zero=zero, sp=sp, first_stage_layers=first_stage_layers,
-                          last_stage_layers=last_stage_layers, embedding_in_split=embedding_in_split,
-                          loss_in_split=loss_in_split, pipeline_layout=pipeline_layout, etp=etp,
-                          recompute_num_layers=recompute_num_layers, moe_overlap=moe_overlap,
-                          recompute_modules=recompute_modules)
+    fixed = layout_from_params(args)
     if pipeline_layout:
         raise SpecError("--pipeline-layout fixes one stage plan: give it to train estimate, not search")
     res = search(m, c, global_batch=global_batch, gpus=gpus, precision=precision, fixed=fixed, top=top,
