@@ -35,6 +35,7 @@ from clustertwin.topology.common import (
     uplinks_for,
 )
 from clustertwin.topology.model import HOPS_DRAGONFLY_GLOBAL, HOPS_SAME_LEAF, HOPS_VIA_SPINE, Topology
+from clustertwin.topology.networks import DragonflyPlus
 from clustertwin.topology.single import scale_up_domain
 from clustertwin.units import gbit_to_gb_per_s
 
@@ -114,7 +115,7 @@ def dragonfly_plus(cluster: ClusterSpec) -> Topology:
         notes.append(f"{global_ports - (groups - 1) * m} global ports per group unused")
     links = {"node-leaf": endpoints, "leaf-spine": n_leaves * up, "global": n_global}
     switch_links = links["leaf-spine"] + n_global
-    return Topology(
+    return DragonflyPlus(
         kind="dragonfly+",
         nodes=n_nodes,
         gpus_per_node=cluster.node.gpus,

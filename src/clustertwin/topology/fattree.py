@@ -55,6 +55,7 @@ from clustertwin.topology.common import (
     uplinks_for,
 )
 from clustertwin.topology.model import HOPS_SAME_LEAF, HOPS_VIA_CORE, HOPS_VIA_SPINE, Topology
+from clustertwin.topology.networks import fat_tree_class
 from clustertwin.topology.single import scale_up_domain
 from clustertwin.units import gbit_to_gb_per_s
 
@@ -292,7 +293,7 @@ def _assemble(
     cables = endpoints + switch_links
     transceivers = TRANSCEIVERS_PER_OPTICAL_LINK * (switch_links + (endpoints if rail else 0))
     dom = scale_up_domain(cluster.node)
-    return Topology(
+    return fat_tree_class(kind)(
         kind=kind,
         nodes=n_nodes,
         gpus_per_node=cluster.node.gpus,

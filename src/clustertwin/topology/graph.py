@@ -34,21 +34,17 @@ class GraphMetrics:
 
 
 def _check_size(topo: Topology) -> None:
-    size = topo.endpoints + topo.switch_count + (topo.nodes if topo.kind == "torus3d" else 0)
+    size = topo.endpoints + topo.switch_count + (topo.nodes if topo.graph_vertex_extra else 0)
     if size > MAX_GRAPH_VERTICES:
         raise SpecError(f"graph of {size} vertices is too large to build (limit {MAX_GRAPH_VERTICES})")
-    if topo.kind == "single" and not topo.switches:
+    if not topo.scale_out:
         raise SpecError("a single node has no scale-out graph")
 
 
 def to_networkx(topo: Topology) -> nx.Graph:
     """The topology's wiring (module docstring)."""
     _check_size(topo)
-    if topo.kind == "torus3d":
-        return _torus_graph(topo)
-    if topo.kind == "dragonfly+":
-        return _dragonfly_graph(topo)
-    return _fat_tree_graph(topo)
+    return topo.wiring()
 
 
 def _add(g: nx.Graph, a: tuple, b: tuple, capacity: float) -> None:
@@ -58,7 +54,8 @@ def _add(g: nx.Graph, a: tuple, b: tuple, capacity: float) -> None:
         g.add_edge(a, b, capacity=capacity)
 
 
-def _fat_tree_graph(topo: Topology) -> nx.Graph:
+def fat_tree_graph(topo: Topology) -> nx.Graph:
+    """The wiring of a fat-tree network (module docstring)."""
     lay, r = topo.layout, topo.port_gb_per_s
     rails, tiers, up = int(lay["rails"]), int(lay["tiers"]), int(lay["leaf_up"])
     rpl = int(lay["rails_per_leaf"])
@@ -89,7 +86,8 @@ def _fat_tree_graph(topo: Topology) -> nx.Graph:
     return g
 
 
-def _dragonfly_graph(topo: Topology) -> nx.Graph:
+def dragonfly_graph(topo: Topology) -> nx.Graph:
+    """The wiring of a dragonfly network (module docstring)."""
     lay, r = topo.layout, topo.port_gb_per_s
     groups = int(lay["groups"])
     lpg, spines = int(lay["leaves_per_group"]), int(lay["spines_per_group"])
@@ -115,7 +113,8 @@ def _dragonfly_graph(topo: Topology) -> nx.Graph:
     return g
 
 
-def _torus_graph(topo: Topology) -> nx.Graph:
+def torus_graph(topo: Topology) -> nx.Graph:
+    """The wiring of a torus network (module docstring)."""
     lay = topo.layout
     dims = (int(lay["x"]), int(lay["y"]), int(lay["z"]))
     cap = float(lay["link_gb_per_s"])
@@ -135,10 +134,7 @@ def _torus_graph(topo: Topology) -> nx.Graph:
 
 def endpoints_of(topo: Topology, nodes: np.ndarray) -> list[tuple]:
     """Graph vertices of the endpoints of ``nodes``."""
-    if topo.kind == "torus3d":
-        a = topo.node_address(nodes)
-        return [("node", int(x), int(y), int(z)) for x, y, z in zip(a["x"], a["y"], a["z"], strict=True)]
-    return [("ep", int(n), p) for n in nodes for p in range(topo.nics_per_node)]
+    return topo.graph_endpoints(nodes)
 
 
 def measure(topo: Topology, side_a: np.ndarray | None = None) -> GraphMetrics:
@@ -148,7 +144,7 @@ def measure(topo: Topology, side_a: np.ndarray | None = None) -> GraphMetrics:
     g = to_networkx(topo)
     all_nodes = np.arange(topo.nodes)
     eps = endpoints_of(topo, all_nodes)
-    offset = 0 if topo.kind == "torus3d" else 1  # endpoint-to-endpoint edges minus the two access links
+    offset = topo.graph_access_links  # endpoint-to-endpoint edges minus the two access links
     total, count, worst = 0, 0, 0
     ep_set = set(eps)
     for src in eps:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -72,7 +72,14 @@ class GroupSpan:
 
 @dataclass(frozen=True)
 class Topology:
-    """A built scale-out network (or a single node) with its metrics.
+    """A built scale-out network (or a single node) with its metrics: the ``Network`` interface.
+
+    Each network is one subclass (:mod:`clustertwin.topology.networks`: single node, fat-tree,
+    rail-optimised, 3D torus, Dragonfly+) chosen by the builders (:func:`clustertwin.topology.build`);
+    nothing else looks at ``kind``, which stays as the network's name in outputs. The interface: node
+    addresses, the span of a rank set (:meth:`span_of`; ``span(n) = span_of(range(n))``), hops between node
+    pairs, the shared link tiers and the links a flow crosses, one collective phase's per-group bandwidth
+    (:func:`clustertwin.topology.group_bandwidth` over :meth:`phase_fractions`), and the wiring graph.
 
     ``layout`` holds the integers the builder chose (radix, leaf down/up ports, spines per pod, torus
     shape, Dragonfly+ groups ...) so the wiring can be reproduced, e.g. as a networkx graph by
@@ -101,6 +108,8 @@ class Topology:
     """The node's scale-up domain (per-GPU, per-pair bandwidth and bisection)."""
     layout: dict[str, int | float] = field(default_factory=dict)
     """Builder parameters: radix, tiers, rails, leaf_down, leaf_up, ... (kind-specific)."""
+    span_cache: dict[int, GroupSpan] = field(default_factory=dict, compare=False, repr=False)
+    """:meth:`span` results by node count (the topology is immutable, so they never go stale)."""
 
     # ------------------------------------------------------------------ counts
     @property
@@ -118,34 +127,20 @@ class Topology:
         return self.nics_per_node * self.port_gb_per_s
 
     # --------------------------------------------------------------- addresses
-    def _check_nodes(self, node_index: np.ndarray | int) -> np.ndarray:
+    def check_nodes(self, node_index: np.ndarray | int) -> np.ndarray:
+        """``node_index`` as an int64 array, refused (SpecError) if any index is outside ``0..nodes-1``."""
         idx = np.asarray(node_index, dtype=np.int64)
         if idx.size and (idx.min() < 0 or idx.max() >= self.nodes):
             raise SpecError(f"node index out of range 0..{self.nodes - 1}")
         return idx
 
     def node_address(self, node_index: np.ndarray | int) -> dict[str, np.ndarray]:
-        """Leaf and pod of each node (vectorised); torus adds x, y, z; Dragonfly+ adds group.
+        """Leaf and pod of each node (vectorised); the torus adds x, y, z, Dragonfly+ adds group.
 
-        ``leaf`` is the index of the leaf (rail-optimised: the scalable unit, i.e. the leaf of every
-        rail); ``pod`` the subtree below the top tier (Dragonfly+: the group; torus: 0).
-        """
-        idx = self._check_nodes(node_index)
-        if self.kind == "torus3d":
-            nx_, ny_ = int(self.layout["x"]), int(self.layout["y"])
-            return {
-                "leaf": idx.copy(),
-                "pod": np.zeros_like(idx),
-                "x": idx % nx_,
-                "y": (idx // nx_) % ny_,
-                "z": idx // (nx_ * ny_),
-            }
-        if self.kind == "dragonfly+":
-            npg, lpg = int(self.layout["nodes_per_group"]), int(self.layout["leaves_per_group"])
-            group = idx // npg
-            leaf = group * lpg + (idx % npg) // self.nodes_per_leaf
-            return {"leaf": leaf, "pod": group.copy(), "group": group}
-        return {"leaf": idx // self.nodes_per_leaf, "pod": idx // self.nodes_per_pod}
+        ``leaf`` is the index of the leaf (rail-optimised: the scalable unit, i.e. the leaf of every rail);
+        ``pod`` the subtree below the top tier (Dragonfly+: the group; torus: 0). One class per network
+        (:mod:`clustertwin.topology.networks`) defines it."""
+        raise NotImplementedError
 
     def gpu_address(self, gpu_index: np.ndarray | int) -> dict[str, np.ndarray]:
         """Node address of each GPU plus ``node``, ``local`` (index inside the node) and ``rail``
@@ -161,151 +156,91 @@ class Topology:
 
     # -------------------------------------------------------------------- span
     def span(self, n_nodes: int) -> GroupSpan:
-        """Leaves, pods, farthest hops and bandwidth fractions of nodes ``0 .. n_nodes-1``.
-
-        Fat-tree family (realised leaf oversubscription ``o``): ring = 1 inside one leaf, else ``1/o``;
-        all-to-all = ``min over touched leaves of min(1, 1 / (o_leaf x c_leaf))`` where ``c_leaf =
-        (n - e_leaf)/(n - 1)`` is the share of a node's traffic that leaves its leaf and ``o_leaf`` the
-        leaf's oversubscription with ``e_leaf`` group nodes on it. Torus: ring 1 (neighbour traffic),
-        all-to-all = bisection of the group's sub-block / (group injection / 2). Dragonfly+: the leaf
-        rule, and between groups ``m`` global links carry ``e_a e_b P / (n - 1)`` ports' worth of
-        traffic (minimal routing).
-        """
+        """Span of nodes ``0 .. n_nodes-1``: by definition ``span_of(range(n_nodes))`` (cached per ``n``)."""
         n = int(n_nodes)
         if n < 1 or n > self.nodes:
             raise SpecError(f"group of {n} nodes does not fit in {self.nodes} nodes")
-        last = self.node_address(n - 1)
-        leaves = int(last["leaf"]) + 1
-        pods = int(last["pod"]) + 1
-        if self.kind == "single" and not self.switches:
-            return GroupSpan(n, 0, 1, 0, 1.0, 1.0)
-        if self.kind == "torus3d":
-            return self._torus_span(n)
-        leaf_frac = self._leaf_a2a_fraction(n)
-        ring = 1.0 if leaves <= 1 else 1.0 / self.oversubscription
-        if n == 1:
-            hops = 0
-        elif leaves == 1:
-            hops = HOPS_SAME_LEAF
-        elif pods == 1:
-            hops = HOPS_VIA_SPINE
-        else:
-            hops = HOPS_DRAGONFLY_GLOBAL if self.kind == "dragonfly+" else HOPS_VIA_CORE
-        a2a = leaf_frac
-        if self.kind == "dragonfly+" and pods > 1:
-            m = float(self.layout["global_links_per_pair"])
-            npg = int(self.layout["nodes_per_group"])
-            e_last = n - (pods - 1) * npg
-            e_a, e_b = (npg, npg) if pods > 2 else (npg, e_last)
-            a2a = min(a2a, m * (n - 1) / (e_a * e_b * self.nics_per_node))
-            ring = min(ring, m / self.nics_per_node)
-        return GroupSpan(n, leaves, pods, hops, min(1.0, ring), min(1.0, a2a))
+        hit = self.span_cache.get(n)
+        if hit is None:
+            hit = self.span_cache[n] = self.span_of(np.arange(n, dtype=np.int64))
+        return hit
 
     def span_of(self, nodes: np.ndarray | Sequence[int]) -> GroupSpan:
-        """Span of an arbitrary set of nodes (a scattered placement); ``span_of(arange(n)) == span(n)``.
+        """Leaves, pods, farthest hops and bandwidth fractions of any set of nodes (duplicates count once).
+        The formulas are the network's own (:mod:`clustertwin.topology.networks`)."""
+        raise NotImplementedError
 
-        Duplicate indices count once; ``n`` below is the number of distinct nodes. Leaves and pods are the
-        distinct ``node_address`` leaf/pod indices. Fat-tree family: ring = 1 on one leaf, else ``1/o``;
-        all-to-all = ``min over touched leaves of min(1, 1/(o_leaf x c_leaf))`` with ``e_leaf`` the group's
-        nodes on that leaf, ``o_leaf = max(1, o x e_leaf / nodes_per_leaf)``, ``c_leaf = (n - e_leaf)/(n - 1)``.
-        Dragonfly+: additionally ``min(., m (n - 1) / (e_a e_b P))`` for the two groups ``a, b`` holding most
-        of the nodes and ring ``min(., m / P)``. Torus: the smallest cyclic extent ``a_d`` covering the
-        coordinates in each dimension (``k_d - largest cyclic gap + 1``) replaces the contiguous sub-block;
-        hops and the bisection cut ``n / a_d`` links (x2 with wrap-around) follow :meth:`_torus_span`.
-        """
-        idx = np.unique(self._check_nodes(nodes).reshape(-1))
-        n = int(idx.size)
-        if n < 1:
+    def distinct_nodes(self, nodes: np.ndarray | Sequence[int]) -> np.ndarray:
+        """Sorted distinct node indices of ``nodes`` (checked in range, at least one)."""
+        idx = np.unique(self.check_nodes(nodes).reshape(-1))
+        if idx.size < 1:
             raise SpecError("a group needs at least one node")
-        if self.kind == "single" and not self.switches:
-            return GroupSpan(n, 0, 1, 0, 1.0, 1.0)
-        addr = self.node_address(idx)
-        if self.kind == "torus3d":
-            return self._torus_span_of(n, addr)
-        leaf_ids, leaf_counts = np.unique(addr["leaf"], return_counts=True)
-        pod_ids, pod_counts = np.unique(addr["pod"], return_counts=True)
-        leaves, pods = int(leaf_ids.size), int(pod_ids.size)
-        a2a = 1.0
-        if leaves > 1:
-            e = leaf_counts.astype(float)
-            o_leaf = np.maximum(1.0, self.oversubscription * e / self.nodes_per_leaf)
-            cross = (n - e) / (n - 1)
-            a2a = float(min(1.0, (1.0 / (o_leaf * cross)).min()))
-        ring = 1.0 if leaves <= 1 else 1.0 / self.oversubscription
-        if n == 1:
-            hops = 0
-        elif leaves == 1:
-            hops = HOPS_SAME_LEAF
-        elif pods == 1:
-            hops = HOPS_VIA_SPINE
-        else:
-            hops = HOPS_DRAGONFLY_GLOBAL if self.kind == "dragonfly+" else HOPS_VIA_CORE
-        if self.kind == "dragonfly+" and pods > 1:
-            m = float(self.layout["global_links_per_pair"])
-            e_b, e_a = np.sort(pod_counts)[-2:].astype(float)
-            a2a = min(a2a, m * (n - 1) / (e_a * e_b * self.nics_per_node))
-            ring = min(ring, m / self.nics_per_node)
-        return GroupSpan(n, leaves, pods, hops, min(1.0, ring), min(1.0, a2a))
+        return idx
 
-    def _torus_span_of(self, n: int, addr: dict[str, np.ndarray]) -> GroupSpan:
-        """Torus span of ``n`` distinct nodes with coordinates ``addr``: per dimension the cyclic extent
-        ``a = k - g + 1`` (``g`` the largest gap between consecutive occupied coordinates, wrapping)."""
-        dims = np.array([int(self.layout[d]) for d in ("x", "y", "z")], dtype=np.int64)
-        ext = np.empty(3, dtype=np.int64)
-        for i, d in enumerate(("x", "y", "z")):
-            c = np.unique(addr[d])
-            k = int(dims[i])
-            gaps = np.diff(np.append(c, c[0] + k))
-            ext[i] = k - int(gaps.max()) + 1
-        if n == 1:
-            return GroupSpan(1, 1, 1, 0, 1.0, 1.0)
-        wrap = (ext == dims) & (dims >= TORUS_WRAP_MIN_K)
-        hops = int(np.where(wrap, ext // 2, ext - 1).sum())
-        cut = ext >= 2
-        cut_links = (n / ext[cut]) * np.where(wrap[cut], 2.0, 1.0)
-        link_gb = float(self.layout["link_gb_per_s"])
-        a2a = float(cut_links.min()) * link_gb / (n * self.injection_gb_per_s / 2.0)
-        return GroupSpan(n, n, 1, hops, 1.0, min(1.0, a2a))
+    # ------------------------------------------------------------------ traffic
+    def pair_hops(self, same_node: np.ndarray, au: dict[str, np.ndarray], av: dict[str, np.ndarray]) -> np.ndarray:
+        """Switch hops (torus: link hops) between node pairs with addresses ``au``, ``av`` (vectorised)."""
+        raise NotImplementedError
 
-    def _leaf_a2a_fraction(self, n: int) -> float:
-        """Worst touched leaf: ``min(1, 1/(o_leaf c_leaf))`` for a full leaf (realised
-        oversubscription) and for the last, partial leaf (``o_leaf = max(1, o x e/nodes_per_leaf)``)."""
-        npl = self.nodes_per_leaf
-        if n <= npl:
-            return 1.0
-        npg = int(self.layout["nodes_per_group"]) if self.kind == "dragonfly+" else n
-        e = np.array([npl, ((n - 1) % npg) % npl + 1], dtype=float)
-        o_leaf = np.maximum(1.0, self.oversubscription * e / npl)
-        cross = (n - e) / (n - 1)
-        return float(min(1.0, (1.0 / (o_leaf * cross)).min()))
+    def scattered_order(self) -> np.ndarray:
+        """Every node, in the order a fragmented scheduler would hand them out (far apart first)."""
+        raise NotImplementedError
 
-    def _torus_span(self, n: int) -> GroupSpan:
-        """Nodes 0..n-1 fill x first, then y, then z: a sub-block ``(a, b, c)``. Hops: per dimension
-        ``floor(k/2)`` if the block spans a whole ring of ``k >= 3`` (wrap links usable), else ``a - 1``.
-        Bisection: cut across the block's cheapest dimension, ``n/a`` links (x2 with wrap-around)."""
-        kx, ky, kz = (int(self.layout[d]) for d in ("x", "y", "z"))
-        if n <= kx:
-            extent = (n, 1, 1)
-        elif n <= kx * ky:
-            extent = (kx, -(-n // kx), 1)
-        else:
-            extent = (kx, ky, -(-n // (kx * ky)))
-        ext = np.array(extent, dtype=np.int64)
-        dims = np.array([kx, ky, kz], dtype=np.int64)
-        wrap = (ext == dims) & (dims >= TORUS_WRAP_MIN_K)
-        hops = int(np.where(wrap, ext // 2, ext - 1).sum())
-        if n == 1:
-            return GroupSpan(1, 1, 1, 0, 1.0, 1.0)
-        cut = ext >= 2
-        cut_links = (n / ext[cut]) * np.where(wrap[cut], 2.0, 1.0)
-        link_gb = float(self.layout["link_gb_per_s"])
-        a2a = float(cut_links.min()) * link_gb / (n * self.injection_gb_per_s / 2.0)
-        return GroupSpan(n, n, 1, hops, 1.0, min(1.0, a2a))
+    def uplink_tiers(self) -> list[tuple[str, str, float]]:
+        """The shared link bundles of the network as ``(name, address key, capacity GB/s per direction)``:
+        every block of nodes with the same ``node_address[key]`` shares one bundle of that capacity
+        towards the rest of the network. Empty for networks without shared switch tiers."""
+        return []
+
+    def flow_links(self, u: np.ndarray, v: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """The shared link bundles flows ``u[i] -> v[i]`` (node indices) cross: for each tier of
+        :meth:`uplink_tiers`, the ``(leaving block, entering block)`` of every flow, ``-1`` where the flow
+        stays inside one block. A flow crosses the up-bundle of its source block and the down-bundle of its
+        destination block; capacities per direction are the tier's. This is what link sharing between jobs
+        uses (``clustertwin.sched`` co-simulation)."""
+        uu, vv = self.check_nodes(u).reshape(-1), self.check_nodes(v).reshape(-1)
+        au, av = self.node_address(uu), self.node_address(vv)
+        out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        for name, key, _cap in self.uplink_tiers():
+            cross = au[key] != av[key]
+            out[name] = (np.where(cross, au[key], -1), np.where(cross, av[key], -1))
+        return out
+
+    def phase_fractions(self, g: np.ndarray, w: np.ndarray, pattern: str, addr: dict[str, np.ndarray],
+                        asucc: dict[str, np.ndarray], hops: np.ndarray) -> tuple[np.ndarray, dict[str, float]]:
+        """Each group's fraction of its injection share ``w`` for one phase of ``pattern`` over the groups
+        ``g`` (node indices, ``(G, n)``), and the worst load/capacity by tier
+        (:func:`clustertwin.topology.group_bandwidth`)."""
+        raise NotImplementedError
+
+    def a2a_hops(self, addr: dict[str, np.ndarray], n: int) -> tuple[float, int]:
+        """Mean and largest hops over the member pairs of all-to-all groups with addresses ``addr``."""
+        raise NotImplementedError
+
+    # -------------------------------------------------------------------- graph
+    def wiring(self) -> Any:
+        """The wiring as a ``networkx.Graph`` (:mod:`clustertwin.topology.graph`)."""
+        raise SpecError("a single node has no scale-out graph")
+
+    def graph_endpoints(self, nodes: np.ndarray) -> list[tuple]:
+        """Graph vertices of the endpoints of ``nodes``: one per NIC port."""
+        return [("ep", int(n), p) for n in nodes for p in range(self.nics_per_node)]
+
+    scale_out: ClassVar[bool] = True
+    """False for a single node without a scale-out switch: every group is NIC-bound and has no hops."""
+
+    graph_access_links: ClassVar[int] = 1
+    """Edges of an endpoint-to-endpoint graph path beyond its hops (1 where endpoints hang off switches:
+    edges = switches + 1; 0 where every node is its own router)."""
+
+    graph_vertex_extra: ClassVar[bool] = False
+    """True where every node is also a router vertex of the graph (direct networks)."""
 
     # --------------------------------------------------------------------- io
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict with stable keys (units in names)."""
         d = asdict(self)
+        d.pop("span_cache", None)
         d["notes"] = list(self.notes)
         d["switch_count"] = self.switch_count
         return d

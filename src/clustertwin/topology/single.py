@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from clustertwin.specs import ClusterSpec, NodeSpec
 from clustertwin.topology.model import ScaleUpDomain, Topology
+from clustertwin.topology.networks import SingleNode
 from clustertwin.units import gbit_to_gb_per_s, pcie_x16_gb_per_s
 
 SWITCHED_KINDS = ("nvswitch", "pcie")
@@ -44,7 +45,7 @@ def single_node(cluster: ClusterSpec) -> Topology:
     """One node: no scale-out switches; bisection and hops are those of the scale-up domain."""
     node = cluster.node
     dom = scale_up_domain(node)
-    return Topology(
+    return SingleNode(
         kind="single",
         nodes=1,
         gpus_per_node=node.gpus,

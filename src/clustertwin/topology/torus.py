@@ -30,6 +30,7 @@ from clustertwin.specs import ClusterSpec
 from clustertwin.topology.common import TRANSCEIVERS_PER_OPTICAL_LINK
 from clustertwin.topology.model import TORUS_WRAP_MIN_K, Topology
 from clustertwin.topology.single import scale_up_domain
+from clustertwin.topology.torus_net import Torus3D
 from clustertwin.units import gbit_to_gb_per_s
 
 
@@ -96,7 +97,7 @@ def torus3d(cluster: ClusterSpec) -> Topology:
         notes.append(f"odd largest side {k_max}: bisection cut leaves halves of unequal size")
     diameter = int((k // 2).sum())
     avg = float(ring_mean_distance(k).sum()) * n_nodes / (n_nodes - 1)
-    return Topology(
+    return Torus3D(
         kind="torus3d",
         nodes=n_nodes,
         gpus_per_node=cluster.node.gpus,

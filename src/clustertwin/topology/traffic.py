@@ -25,21 +25,13 @@ dimensions uses ``2 s`` of the node's ``D`` link directions, and each byte trave
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 
 from clustertwin.errors import SpecError
-from clustertwin.topology.model import (
-    HOPS_DRAGONFLY_GLOBAL,
-    HOPS_SAME_LEAF,
-    HOPS_VIA_CORE,
-    HOPS_VIA_SPINE,
-    TORUS_WRAP_MIN_K,
-    Topology,
-)
+from clustertwin.topology.model import Topology
 
 Pattern = Literal["ring", "all_to_all"]
 PlacementKind = Literal["contiguous", "scattered", "random"]
@@ -94,35 +86,8 @@ def place(topo: Topology, n_nodes: int, kind: PlacementKind | str | list[int] | 
     if kind == "random":
         return np.random.default_rng(seed).choice(topo.nodes, size=n, replace=False).astype(np.int64)
     if kind == "scattered":
-        return _scattered(topo)[:n]
+        return topo.scattered_order()[:n]
     raise SpecError(f"placement must be contiguous, scattered, random or a node list (got {kind!r})")
-
-
-GOLDEN = (5**0.5 - 1) / 2
-"""Stride of the torus scattered order, as a fraction of the node count (golden ratio: far apart)."""
-
-
-def _scattered(topo: Topology) -> np.ndarray:
-    """All nodes in scattered order: consecutive picks alternate over pods (Dragonfly+ groups) first, then
-    over the leaf blocks inside a pod, then over the slots of a leaf; on a torus, node ``i x s mod N``
-    with a golden-ratio stride ``s`` coprime with ``N``."""
-    i = np.arange(topo.nodes, dtype=np.int64)
-    if topo.kind == "torus3d":  # no switches: spread ranks by a golden-ratio stride coprime with N
-        n = topo.nodes
-        stride = max(1, round(n * GOLDEN))
-        while math.gcd(stride, n) != 1:
-            stride += 1
-        return (i * stride) % n
-    npl = max(1, topo.nodes_per_leaf)
-    npp = max(npl, topo.nodes_per_pod)
-    pods = -(-topo.nodes // npp)
-    lpp = -(-npp // npl)
-    pod, j = i % pods, i // pods
-    leaf, slot = j % lpp, j // lpp
-    node = pod * npp + leaf * npl + slot
-    ok = node < topo.nodes
-    rest = np.setdiff1d(i, node[ok], assume_unique=False)
-    return np.concatenate([node[ok], rest])
 
 
 def groups_of(nodes: np.ndarray, size: int, stride: int = 1) -> np.ndarray:
@@ -137,19 +102,6 @@ def groups_of(nodes: np.ndarray, size: int, stride: int = 1) -> np.ndarray:
     if a.size % (size * stride):
         raise SpecError(f"{a.size} nodes do not split into groups of {size} with stride {stride}")
     return a.reshape(-1, size, stride).transpose(0, 2, 1).reshape(-1, size)
-
-
-def _hops(topo: Topology, u: np.ndarray, v: np.ndarray, au: dict, av: dict) -> np.ndarray:
-    if topo.kind == "torus3d":
-        h = np.zeros(u.shape, dtype=np.int64)
-        for d in ("x", "y", "z"):
-            k = int(topo.layout[d])
-            diff = np.abs(au[d] - av[d])
-            h += np.minimum(diff, k - diff) if k >= TORUS_WRAP_MIN_K else diff
-        return h
-    same_node, same_leaf, same_pod = u == v, au["leaf"] == av["leaf"], au["pod"] == av["pod"]
-    top = HOPS_DRAGONFLY_GLOBAL if topo.kind == "dragonfly+" else HOPS_VIA_CORE
-    return np.where(same_node, 0, np.where(same_leaf, HOPS_SAME_LEAF, np.where(same_pod, HOPS_VIA_SPINE, top)))
 
 
 def group_bandwidth(topo: Topology, groups: np.ndarray, pattern: Pattern = "ring") -> GroupTraffic:
@@ -167,129 +119,19 @@ def group_bandwidth(topo: Topology, groups: np.ndarray, pattern: Pattern = "ring
         raise SpecError(f"node index out of range 0..{topo.nodes - 1}")
     k = np.bincount(flat, minlength=topo.nodes)
     w = inj / k[g]  # (G, n) each member's per-group injection
-    if n == 1 or (topo.kind == "single" and not topo.switches):
+    if n == 1 or not topo.scale_out:
         return GroupTraffic(pattern, n_groups, n, 1.0, float(w.min()), 0, 0.0, "nic", np.ones(n_groups))
     addr = topo.node_address(flat)
     addr = {key: val.reshape(g.shape) for key, val in addr.items()}
     succ = np.roll(g, -1, axis=1)
     asucc = {key: np.roll(val, -1, axis=1) for key, val in addr.items()}
-    hops = _hops(topo, g, succ, addr, asucc)
-    if pattern == "all_to_all" and topo.kind != "torus3d":
-        mean_hops, max_hops = _a2a_hops(topo, addr, n)
-    elif pattern == "all_to_all":
-        mean_hops, max_hops = float(topo.avg_hops), int(topo.diameter_hops)
+    hops = topo.pair_hops(g == succ, addr, asucc)
+    if pattern == "all_to_all":
+        mean_hops, max_hops = topo.a2a_hops(addr, n)
     else:
         mean_hops, max_hops = float(hops.mean()), int(hops.max())
-    if topo.kind == "torus3d":
-        return _torus(topo, g, w, pattern, hops, mean_hops, max_hops)
-    fr = np.ones(n_groups)
-    loads: dict[str, float] = {}
-    tiers = [("leaf uplinks", "leaf", topo.nodes_per_leaf * inj / max(topo.oversubscription, 1.0))]
-    if topo.kind != "dragonfly+" and int(topo.layout.get("pods", 1)) > 1:
-        o_pod = float(topo.layout.get("pod_oversubscription", 1.0))
-        tiers.append(("pod uplinks", "pod", topo.nodes_per_pod * inj / (max(topo.oversubscription, 1.0) * o_pod)))
-    for name, key, cap in tiers:
-        ratio, per_group = _tier(addr[key], asucc[key], w, pattern, cap)
-        loads[name] = ratio
-        fr = np.minimum(fr, per_group)
-    if topo.kind == "dragonfly+" and int(topo.layout["groups"]) > 1:
-        ratio, per_group = _global(topo, addr["pod"], asucc["pod"], w, pattern)
-        loads["global links"] = ratio
-        fr = np.minimum(fr, per_group)
+    fr, loads = topo.phase_fractions(g, w, pattern, addr, asucc, hops)
     worst = int(np.argmin(fr))
     bottleneck = "nic" if fr[worst] >= 1.0 else max(loads, key=loads.__getitem__)
     return GroupTraffic(pattern, n_groups, n, float(fr[worst]), float(fr[worst] * w[worst].min()),
                         max_hops, mean_hops, bottleneck, fr, loads)
-
-
-def _pair_share(a: np.ndarray) -> np.ndarray:
-    """Per group: share of ordered member pairs on the same block, ``sum e (e - 1) / (n (n - 1))``."""
-    n_groups, n = a.shape
-    nb = int(a.max()) + 1
-    key = np.repeat(np.arange(n_groups), n) * nb + a.reshape(-1)
-    uk, cnt = np.unique(key, return_counts=True)
-    same = np.bincount(uk // nb, weights=cnt * (cnt - 1.0), minlength=n_groups)
-    return same / (n * (n - 1.0))
-
-
-def _a2a_hops(topo: Topology, addr: dict, n: int) -> tuple[float, int]:
-    """Mean and largest switch hops over the member pairs of the groups (fat-tree family, Dragonfly+)."""
-    leaf, pod = _pair_share(addr["leaf"]), _pair_share(addr["pod"])
-    top = HOPS_DRAGONFLY_GLOBAL if topo.kind == "dragonfly+" else HOPS_VIA_CORE
-    mean = HOPS_SAME_LEAF * leaf + HOPS_VIA_SPINE * (pod - leaf) + top * (1.0 - pod)
-    worst = np.where(pod < 1.0, top, np.where(leaf < 1.0, HOPS_VIA_SPINE, HOPS_SAME_LEAF))
-    return float(mean.mean()), int(worst.max())
-
-
-def _tier(a: np.ndarray, a_next: np.ndarray, w: np.ndarray, pattern: str, cap: float) -> tuple[float, np.ndarray]:
-    """Load/capacity of the worst block of one tier and each group's fraction through it."""
-    n_groups, n = a.shape
-    nb = int(max(a.max(), a_next.max())) + 1
-    if pattern == "ring":
-        cross = a != a_next
-        out = np.bincount(a[cross], weights=w[cross], minlength=nb)
-        inn = np.bincount(a_next[cross], weights=w[cross], minlength=nb)
-        load = np.maximum(out, inn)
-        ratio_b = np.where(load > 0, cap / np.maximum(load, 1e-300), np.inf)
-        edge = np.where(cross, np.minimum(ratio_b[a], ratio_b[a_next]), np.inf)
-        per_group = np.minimum(1.0, edge.min(axis=1))
-    else:
-        gid = np.repeat(np.arange(n_groups), n)
-        key = gid * nb + a.reshape(-1)
-        _, inv, cnt = np.unique(key, return_inverse=True, return_counts=True)
-        e = cnt[inv].reshape(a.shape).astype(float)  # members of the row's group on the same block
-        send = w * (n - e) / (n - 1)  # each member's traffic leaving its block
-        load = np.bincount(a.reshape(-1), weights=send.reshape(-1), minlength=nb)  # in == out by symmetry
-        ratio_b = np.where(load > 0, cap / np.maximum(load, 1e-300), np.inf)
-        per_group = np.minimum(1.0, np.where(e < n, ratio_b[a], np.inf).min(axis=1))
-    return float((np.where(np.isfinite(ratio_b), 1.0 / ratio_b, 0.0)).max()), per_group
-
-
-def _global(topo: Topology, a: np.ndarray, a_next: np.ndarray, w: np.ndarray, pattern: str) -> tuple[float, np.ndarray]:
-    """Dragonfly+ global links: ``m x port`` per direction between each pair of groups."""
-    n_groups, n = a.shape
-    ng = int(topo.layout["groups"])
-    cap = float(topo.layout["global_links_per_pair"]) * topo.port_gb_per_s
-    if cap <= 0:
-        return np.inf, np.zeros(n_groups)
-    if pattern == "ring":
-        cross = a != a_next
-        pair = a * ng + a_next
-        load = np.bincount(pair[cross], weights=w[cross], minlength=ng * ng)
-        edge = np.where(cross, cap / np.maximum(load[pair], 1e-300), np.inf)
-        per_group = np.minimum(1.0, edge.min(axis=1))
-        return float(load.max() / cap), per_group
-    counts = np.zeros((n_groups, ng))
-    np.add.at(counts, (np.repeat(np.arange(n_groups), n), a.reshape(-1)), 1.0)
-    wg = w.mean(axis=1)[:, None] / (n - 1)
-    load = (counts * wg).T @ counts  # traffic between every pair of Dragonfly+ groups
-    np.fill_diagonal(load, 0.0)
-    ratio = np.where(load > 0, cap / np.maximum(load, 1e-300), np.inf)
-    per_group = np.ones(n_groups)
-    for i in range(n_groups):  # groups touch few Dragonfly+ groups: this loop is over job groups only
-        touched = np.nonzero(counts[i])[0]
-        if touched.size > 1:
-            per_group[i] = min(1.0, float(ratio[np.ix_(touched, touched)].min()))
-    return float(load.max() / cap), per_group
-
-
-def _torus(topo: Topology, g: np.ndarray, w: np.ndarray, pattern: str, hops: np.ndarray, mean_hops: float,
-           max_hops: int) -> GroupTraffic:
-    n_groups, n = g.shape
-    degree = int(topo.layout["degree"])
-    fr = np.ones(n_groups)
-    if pattern == "ring":
-        addr = topo.node_address(g.reshape(-1))
-        spans = np.zeros(n_groups)
-        for d in ("x", "y", "z"):
-            c = addr[d].reshape(g.shape)
-            spans += (c.max(axis=1) > c.min(axis=1)).astype(float)
-        h = np.maximum(hops.mean(axis=1), 1.0)
-        fr = np.minimum(1.0, 2.0 * np.maximum(spans, 1.0) / degree / h)
-    else:
-        for i in range(n_groups):
-            fr[i] = topo.span_of(g[i]).a2a_bw_fraction
-    worst = int(np.argmin(fr))
-    bottleneck = "nic" if fr[worst] >= 1.0 else "torus links"
-    return GroupTraffic(pattern, n_groups, n, float(fr[worst]), float(fr[worst] * w[worst].min()), max_hops,
-                        mean_hops, bottleneck, fr, {"torus links": float(1.0 / fr[worst])})
