@@ -20,6 +20,7 @@ import pytest
 from clustertwin import catalog, specs
 from clustertwin.train.layout import MOE_OVERLAP_CODES, RECOMPUTE_CODES, RECOMPUTE_MODULE_BITS, Layouts
 from clustertwin.train.params import DEFAULT_PARAMS, params_for_stack
+from clustertwin.train.result import StepResult
 from clustertwin.train.step import evaluate_layouts
 
 GOLDEN = Path(__file__).parent / "golden" / "evaluate_layouts.json"
@@ -94,6 +95,19 @@ def _model(m):
     return specs.load(specs.ModelSpec, m, kind="model") if isinstance(m, dict) else catalog.get("model", m)
 
 
+def flat(out: StepResult) -> dict:
+    """The golden file's flat names of a StepResult's fields: the scalars, ``bd_<term>``, ``mem_<term>``,
+    ``mem_total``, ``fits`` and ``plan_<stage>_layers``."""
+    scalars = ("step_time_s", "tokens_per_s", "mfu", "hfu", "model_tflops_per_gpu", "hardware_tflops_per_gpu",
+               "model_flops_per_step", "hardware_flops_per_step")
+    d = {k: getattr(out, k) for k in scalars}
+    d.update({f"bd_{k}": v for k, v in out.breakdown.as_dict().items()})
+    d.update({f"mem_{k}": v for k, v in out.memory.as_dict().items()})
+    d.update(mem_total=out.memory_total_bytes, fits=out.fits, plan_first_layers=out.stages.first,
+             plan_middle_layers=out.stages.middle, plan_last_layers=out.stages.last)
+    return d
+
+
 def _run(case: tuple) -> dict[str, float]:
     model, cluster, lay, gb, prec, seq, stack, *rest = case
     extra = dict(rest[0]) if rest else {}
@@ -103,7 +117,7 @@ def _run(case: tuple) -> dict[str, float]:
               "rc_modules": sum(RECOMPUTE_MODULE_BITS[n] for n in extra.pop("rc_modules", ()))}
     layouts = Layouts(tp, pp, dp, cp, ep, vpp, mbs, RECOMPUTE_CODES[rc], z, sp, **fields)
     out = evaluate_layouts(m, c, layouts, gb, prec, params_for_stack(DEFAULT_PARAMS, stack), seq, **extra)
-    return {k: float(v) for k, v in out.items()}
+    return {k: float(v) for k, v in flat(out).items()}
 
 
 def _batch() -> dict[str, list[float]]:
@@ -114,7 +128,7 @@ def _batch() -> dict[str, list[float]]:
     lay = Layouts(*(a[:, i] for i in range(a.shape[1])))
     out = evaluate_layouts(catalog.get("model", "llama3-70b"), catalog.get("cluster", "ref-1k-h100"), lay, 1024,
                            "bf16", DEFAULT_PARAMS)
-    return {k: np.broadcast_to(np.asarray(v, dtype=float), (len(lay),)).tolist() for k, v in out.items()}
+    return {k: np.broadcast_to(np.asarray(v, dtype=float), (len(lay),)).tolist() for k, v in flat(out).items()}
 
 
 def _compute() -> dict:

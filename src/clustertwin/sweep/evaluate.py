@@ -188,9 +188,9 @@ def _evaluate_layouts(space: SweepSpace, model: ModelSpec, cluster: ClusterSpec,
     if len(ok):
         out = evaluate_layouts(model, cluster, lay.take(ok), global_batch, precision, resolve_params(), None)
         for key in ("step_time_s", "tokens_per_s", "mfu"):
-            res[key][ok] = np.asarray(out[key], dtype=np.float64)
-        res["memory_gib_per_gpu"][ok] = np.asarray(out["mem_total"], dtype=np.float64) / GIB
-        res["fits"][ok] = np.asarray(out["fits"], dtype=np.float64)
+            res[key][ok] = np.asarray(getattr(out, key), dtype=np.float64)
+        res["memory_gib_per_gpu"][ok] = np.asarray(out.memory_total_bytes, dtype=np.float64) / GIB
+        res["fits"][ok] = np.asarray(out.fits, dtype=np.float64)
     res["reason"] = reason
     return res
 

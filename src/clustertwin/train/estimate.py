@@ -10,7 +10,6 @@ from clustertwin.specs.calibration import Calibration
 from clustertwin.specs.cluster import ClusterSpec
 from clustertwin.specs.model import ModelSpec
 from clustertwin.specs.parallelism import ParallelismSpec
-from clustertwin.train.breakdown import BREAKDOWN_KEYS
 from clustertwin.train.data import DEFAULT_DATASET, data_path
 from clustertwin.train.hardware import hardware
 from clustertwin.train.layout import LAYOUT_FIELDS, Layouts, scalar
@@ -18,6 +17,7 @@ from clustertwin.train.layout_string import parse_pipeline_layout
 from clustertwin.train.memory import MemoryResult, checkpoint_bytes, memory_result
 from clustertwin.train.moe import overlap_violation
 from clustertwin.train.params import TrainParams, resolve_params
+from clustertwin.train.result import StepResult
 from clustertwin.train.rules import first_violation
 from clustertwin.train.stack import ALIASES, resolve_stack, stack_violation
 from clustertwin.train.step import evaluate_layouts
@@ -96,10 +96,10 @@ class TrainEstimate:
         }
 
 
-def _stage_plan(out: dict, lay: Layouts, i: int) -> dict[str, Any]:
+def _stage_plan(out: StepResult, lay: Layouts, i: int) -> dict[str, Any]:
     pp, vpp = int(scalar(lay.pp, i)), int(scalar(lay.vpp, i))
-    first, last = int(scalar(out["plan_first_layers"], i)), int(scalar(out["plan_last_layers"], i))
-    mid = int(scalar(out["plan_middle_layers"], i))
+    first, last = int(scalar(out.stages.first, i)), int(scalar(out.stages.last, i))
+    mid = int(scalar(out.stages.middle, i))
     layers = [first] if pp == 1 else [first, *([mid] * (pp - 2)), last]
     return {"stages": pp, "chunks_per_stage": vpp, "first_stage_layers": first,
             "middle_stage_layers": mid if pp > 2 else None, "last_stage_layers": last if pp > 1 else None,
@@ -107,20 +107,19 @@ def _stage_plan(out: dict, lay: Layouts, i: int) -> dict[str, Any]:
             "embedding": "first stage", "output_and_loss": "last stage"}
 
 
-def from_arrays(out: dict, lay: Layouts, i: int, *, global_batch: int, seq_len: int, precision: str,
+def from_arrays(out: StepResult, lay: Layouts, i: int, *, global_batch: int, seq_len: int, precision: str,
                 hbm_bytes: float, model: ModelSpec, stack: str = "") -> TrainEstimate:
     """The TrainEstimate of layout ``i`` of an :func:`evaluate_layouts` result."""
-    mem_arrays = {k[4:]: v for k, v in out.items() if k.startswith("mem_") and k != "mem_total"}
-    mem_arrays["total"] = out["mem_total"]
+    assert out.memory is not None, "an estimate needs the memory model"
     return TrainEstimate(
-        step_time_s=scalar(out["step_time_s"], i), tokens_per_s=scalar(out["tokens_per_s"], i),
-        mfu=scalar(out["mfu"], i), hfu=scalar(out["hfu"], i),
-        model_tflops_per_gpu=scalar(out["model_tflops_per_gpu"], i),
-        hardware_tflops_per_gpu=scalar(out["hardware_tflops_per_gpu"], i),
+        step_time_s=scalar(out.step_time_s, i), tokens_per_s=scalar(out.tokens_per_s, i),
+        mfu=scalar(out.mfu, i), hfu=scalar(out.hfu, i),
+        model_tflops_per_gpu=scalar(out.model_tflops_per_gpu, i),
+        hardware_tflops_per_gpu=scalar(out.hardware_tflops_per_gpu, i),
         gpus=int(scalar(lay.gpus, i)), global_batch=global_batch, seq_len=seq_len, precision=precision,
-        layout=lay.row(i), memory=memory_result(mem_arrays, i, hbm_bytes),
-        breakdown={k: scalar(out[f"bd_{k}"], i) for k in BREAKDOWN_KEYS},
-        model_flops_per_step=scalar(out["model_flops_per_step"], i), checkpoint_bytes=checkpoint_bytes(model),
+        layout=lay.row(i), memory=memory_result(out.memory, out.memory_total_bytes, i, hbm_bytes),
+        breakdown={k: scalar(v, i) for k, v in out.breakdown.as_dict().items()},
+        model_flops_per_step=scalar(out.model_flops_per_step, i), checkpoint_bytes=checkpoint_bytes(model),
         stage_plan=_stage_plan(out, lay, i), software_stack=stack)
 
 

@@ -285,10 +285,10 @@ class MemoryResult:
                 "largest_term": self.largest_term, "reason": self.reason, "breakdown_gib": self.breakdown}
 
 
-def memory_result(arrays: dict[str, np.ndarray], i: int, hbm_bytes: float) -> MemoryResult:
-    """The MemoryResult of layout ``i`` of :func:`memory_arrays` output."""
-    bd = {k: scalar(arrays[k], i) / GIB for k in TERMS}
-    total = scalar(arrays["total"], i)
+def memory_result(mem: MemoryBreakdown, total_bytes, i: int, hbm_bytes: float) -> MemoryResult:
+    """The MemoryResult of layout ``i`` of a batch's memory breakdown and its total bytes."""
+    bd = {k: scalar(getattr(mem, k), i) / GIB for k in TERMS}
+    total = scalar(total_bytes, i)
     largest = max(bd, key=lambda k: bd[k])
     return MemoryResult(total_gib=total / GIB, capacity_gib=hbm_bytes / GIB, fits=total <= hbm_bytes,
                         largest_term=largest, breakdown=bd)

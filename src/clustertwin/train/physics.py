@@ -25,6 +25,7 @@ from clustertwin.specs.calibration import Calibration
 from clustertwin.specs.model import ModelSpec
 from clustertwin.train.layout import Layouts
 from clustertwin.train.params import DEFAULT_PARAMS, TrainParams
+from clustertwin.train.result import StepResult
 
 #: parameters that do not change the step time (memory model, stack selection): never named as optimistic
 _NOT_TIMING = frozenset({"memory_reserved_gib", "memory_fragmentation", "te_stack_min_year"})
@@ -51,12 +52,12 @@ def optimistic_names(params: TrainParams, calibration: Calibration | None) -> li
     return names
 
 
-def check_peak(out: dict, lay: Layouts, model: ModelSpec, params: TrainParams,
+def check_peak(out: StepResult, lay: Layouts, model: ModelSpec, params: TrainParams,
                calibration: Calibration | None) -> None:
     """SpecError when any layout of an :func:`~clustertwin.train.step.evaluate_layouts` result has MFU or
     HFU above 1; it names the calibration's file and its optimistic parameters (see the module docstring)."""
-    hfu = np.atleast_1d(np.asarray(out["hfu"], dtype=float))
-    mfu = np.atleast_1d(np.asarray(out["mfu"], dtype=float))
+    hfu = np.atleast_1d(np.asarray(out.hfu, dtype=float))
+    mfu = np.atleast_1d(np.asarray(out.mfu, dtype=float))
     if not (np.any(hfu > 1.0) or np.any(mfu > 1.0)):
         return
     i = int(np.argmax(np.maximum(hfu, mfu)))

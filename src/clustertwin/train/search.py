@@ -268,21 +268,21 @@ def search(model: ModelSpec, cluster: ClusterSpec, *, global_batch: int, gpus: i
         valid, pre_fitting = _prune_moe(model, valid, global_batch, precision, hw, prm, s, rejected, stack)
     out = evaluate_layouts(model, cluster, valid, global_batch, precision, prm, s, calibration, stack=stack,
                            placement=placement, dataset=dataset)
-    fits = out["fits"]
+    fits = out.fits
     res.fitting = int(fits.sum()) if pre_fitting is None else pre_fitting
     oom = np.flatnonzero(~fits)
     if len(oom):
-        terms = np.stack([np.broadcast_to(out[f"mem_{k}"], fits.shape)[oom] for k in TERMS])
+        terms = np.stack([np.broadcast_to(getattr(out.memory, k), fits.shape)[oom] for k in TERMS])
         for k, c in zip(*np.unique(terms.argmax(axis=0), return_counts=True), strict=True):
             rejected[f"out of memory (largest term: {TERMS[int(k)]})"] += int(c)
-        j = oom[np.argmax(out["tokens_per_s"][oom])]
-        res.leanest_gib = float(np.min(np.broadcast_to(out["mem_total"], fits.shape)[oom])) / GIB
+        j = oom[np.argmax(out.tokens_per_s[oom])]
+        res.leanest_gib = float(np.min(np.broadcast_to(out.memory_total_bytes, fits.shape)[oom])) / GIB
         res.capacity_gib = hw.hbm_bytes / GIB
         res.fastest_oom = from_arrays(out, valid, int(j), global_batch=global_batch, seq_len=s,
                                       precision=precision, hbm_bytes=hw.hbm_bytes, model=model, stack=stack.name)
     res.rejected = dict(rejected)
     fit_idx = np.flatnonzero(fits)
-    order = fit_idx[np.argsort(-out["tokens_per_s"][fit_idx], kind="stable")][:max(top, 1)]
+    order = fit_idx[np.argsort(-out.tokens_per_s[fit_idx], kind="stable")][:max(top, 1)]
     res.top = [annotate(from_arrays(out, valid, int(i), global_batch=global_batch, seq_len=s, precision=precision,
                                     hbm_bytes=hw.hbm_bytes, model=model, stack=stack.name),
                         cluster, valid, int(i), placement, dataset) for i in order]

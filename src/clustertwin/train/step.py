@@ -25,13 +25,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from clustertwin.specs.calibration import Calibration
 from clustertwin.specs.cluster import ClusterSpec
 from clustertwin.specs.model import ModelSpec
 from clustertwin.train import flops as F
-from clustertwin.train.attention import KERNELS_FLASH_ATTENTION, attention_core, cp_exposed
+from clustertwin.train.attention import attention_core, cp_exposed
 from clustertwin.train.breakdown import BREAKDOWN_KEYS, MEMORY_TERMS, StepBreakdown
 from clustertwin.train.collectives import collective_time
 from clustertwin.train.data import DEFAULT_DATASET, data_stall_time
@@ -41,7 +39,6 @@ from clustertwin.train.layer import layer_compute, model_shape
 from clustertwin.train.layout import (
     LAYOUT_FIELDS,
     MOE_OVERLAP_CODES,
-    RECOMPUTE_CODES,
     Layouts,
     as_float,
     fmax,
@@ -49,14 +46,12 @@ from clustertwin.train.layout import (
 )
 from clustertwin.train.memory import memory_breakdown
 from clustertwin.train.memory_fsdp import op_sac_recompute_share
-from clustertwin.train.memory_moe import full_recompute_fraction
 from clustertwin.train.moe import (
     dispatch_combine_s,
     dualpipe_bubble_factor,
     ep_exposed,
     ffn_cost,
     imbalance,
-    module_recompute_flops_per_token,
     module_recompute_s,
     overlap_code,
     sync_stall,
@@ -69,6 +64,8 @@ from clustertwin.train.params import TrainParams
 from clustertwin.train.physics import check_peak
 from clustertwin.train.pipeline import FIRST, LAST, p2p_time, pipeline_time, select, stage_plan
 from clustertwin.train.placement import Group, groups, ranks_per_node
+from clustertwin.train.recompute import Recompute
+from clustertwin.train.result import StageLayers, StepResult
 from clustertwin.train.stack import Stack, resolve_stack
 from clustertwin.train.stragglers import straggler_time
 from clustertwin.train.tensor_parallel import tp_exposed
@@ -104,13 +101,13 @@ def evaluate_layouts(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, globa
                      precision: str, params: TrainParams, seq_len: int | None = None,
                      calibration: Calibration | None = None, with_memory: bool = True,
                      stack: Stack | None = None, placement="contiguous",
-                     dataset=DEFAULT_DATASET) -> dict[str, np.ndarray]:
+                     dataset=DEFAULT_DATASET) -> StepResult:
     """Step time, throughput, MFU/HFU, breakdown and memory of every layout (arrays of len(lay);
     Python floats when ``lay`` holds one scalar layout).
 
-    Keys: ``step_time_s``, ``tokens_per_s``, ``mfu``, ``hfu``, ``model_tflops_per_gpu``,
-    ``hardware_tflops_per_gpu``, ``bd_<term>`` for every :data:`BREAKDOWN_KEYS` (seconds per step) and,
-    with memory, ``mem_<term>`` for every :data:`MEMORY_TERMS`, ``mem_total`` (bytes) and ``fits``.
+    A :class:`~clustertwin.train.result.StepResult`: step time, tokens/s, MFU/HFU, FLOPs, the typed step
+    breakdown (seconds per step by :data:`BREAKDOWN_KEYS` term), the stage plan and, with memory, the
+    typed memory breakdown (bytes per GPU by :data:`MEMORY_TERMS` term), its total and ``fits``.
     ``stack``: the software stack (default: by GPU generation, :func:`~clustertwin.train.stack.resolve_stack`);
     ``placement``: the job's nodes (:mod:`~clustertwin.train.topology_comm`); ``dataset``: what the job
     reads (:mod:`~clustertwin.train.data`; None: no data term). SpecError when a layout's MFU or HFU passes 1
@@ -121,7 +118,7 @@ def evaluate_layouts(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, globa
             one = Layouts(*(int(getattr(lay, f)[i]) for f in LAYOUT_FIELDS))  # type: ignore[arg-type]
             rows.append(_evaluate(model, cluster, one, global_batch, precision, params, seq_len, calibration,
                                   with_memory, stack, placement, dataset))
-        out = {k: np.array([r[k] for r in rows]) for k in rows[0]}
+        out = StepResult.stack(rows)
     else:
         out = _evaluate(model, cluster, lay, global_batch, precision, params, seq_len, calibration, with_memory,
                         stack, placement, dataset)
@@ -131,7 +128,7 @@ def evaluate_layouts(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, globa
 
 def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch: int, precision: str,
               params: TrainParams, seq_len: int | None, calibration: Calibration | None,
-              with_memory: bool, stack: Stack | None, placement="contiguous", dataset=DEFAULT_DATASET) -> dict:
+              with_memory: bool, stack: Stack | None, placement="contiguous", dataset=DEFAULT_DATASET) -> StepResult:
     s = seq_len or model.seq_len
     st = stack or resolve_stack("auto", cluster, params)
     hw = hardware(cluster, precision, params, st)
@@ -141,16 +138,14 @@ def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch
     T = lay.mbs * (s / lay.cp)  # local tokens of the micro-batch
     bw = hw.hbm_bytes_per_s * params.hbm_efficiency
     grp = with_topology(cluster, lay, groups(lay, hw.gpus_per_node), hw.gpus_per_node, placement)
-    full = lay.recompute == RECOMPUTE_CODES["full"]
-    sel = lay.recompute == RECOMPUTE_CODES["selective"]
-    full_f = full_recompute_fraction(lay, model.layers)  # 1 for full recompute of every layer (memory_moe)
-    op_sac = st.selective_policy == "op"  # torchtitan's op-level selective recompute (memory_fsdp)
+    rc = Recompute.of(lay, model, st.selective_policy)  # what is recomputed: time and FLOPs (recompute.py)
+    full_f = rc.full_fraction
 
     def coll(op: str, nbytes, group: Group):
         return collective_time(cluster, op, nbytes, group.size, group.ranks_per_node, calibration, group.net_fraction,
                                group.net_hops)
 
-    passes = 2 + full_f  # forward + backward (+ recomputed forward)
+    passes = rc.passes
     tp_layer, tp_kernels = tp_exposed(lay, T, c.h, passes, coll, grp.tp, hw, params)
     core = attention_core(c, s, lay, T, hw, g, params, bw)
     cp_exp = cp_exposed(c, s, lay, core, full_f, coll, grp.cp, params)
@@ -164,17 +159,16 @@ def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch
             continue
         ffn = ffn_cost(model, c, lay, T, g, moe, params, eg, load)
         lc = layer_compute(c, lay, T, g, bw, precision, ffn, st.fp8_recipe)
-        # selective: Korthikanti's re-runs the attention core, torchtitan's op-level policy the unsaved GEMMs
-        sel_s = op_sac_recompute_share(model, moe) * lc.fwd_s if op_sac else core.fwd_s
-        compute = lc.fwd_s + lc.bwd_s + core.fwd_s + core.bwd_s + full_f * (lc.fwd_s + core.fwd_s) + \
-            where(sel, sel_s, 0.0) + where(full, 0.0, module_recompute_s(c, lay, T, g, bw, ffn, core.fwd_s, moe))
+        compute = lc.fwd_s + lc.bwd_s + core.fwd_s + core.bwd_s + rc.layer_s(
+            lc.fwd_s, core.fwd_s, module_recompute_s(c, lay, T, g, bw, ffn, core.fwd_s, moe),
+            op_sac_recompute_share(model, moe))
         a2a = dispatch_combine_s(model, cluster, c, lay, T, eg, st.moe_dispatcher, precision, load,
                                  calibration) if moe else 0.0
         ep_exp = ep_exposed(a2a, passes, moe_code, compute, ffn.shared_s, params) if moe else 0.0
         if moe and st.moe_host_sync:
             lt.sync = lt.sync + share * sync_stall(ffn, a2a, full_f, params, BWD_KERNEL_FACTOR)
         kernels = (lc.kernels + core.kernels + tp_kernels) * (1 + BWD_KERNEL_FACTOR + full_f) + \
-            where(sel, lc.kernels if op_sac else KERNELS_FLASH_ATTENTION, 0)
+            rc.extra_kernels(lc.kernels)
         lt.gpu = lt.gpu + share * (compute + tp_layer + cp_exp + ep_exp)
         lt.host = lt.host + share * kernels * params.kernel_host_overhead_s
         lt.backward = lt.backward + share * (lc.bwd_s + core.bwd_s)
@@ -225,30 +219,18 @@ def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch
         zero3_gather=dpt.zero3_s, optimizer=opt, data_stall=data)
 
     gpus = as_float(lay.gpus)
-    cf = st.causal_flops
-    fpt = F.flops_per_token(model, s, causal=cf)
+    fpt = F.flops_per_token(model, s, causal=st.causal_flops)
     tokens = global_batch * s
     model_flops = fpt.model * tokens
-    hw_extra = where(full, full_f * F.flops_per_token(model, s, "full", cf).recompute,
-                     where(sel, F.flops_per_token(model, s, "selective", cf).recompute if not op_sac else
-                           op_sac_recompute_share(model) * F.flops_per_token(model, s, "full", cf).recompute, 0.0)) + \
-        where(full, 0.0, module_recompute_flops_per_token(model, s, lay.rc_modules, cf))
-    hw_flops = (fpt.model + hw_extra) * tokens
-    out = {
-        "step_time_s": step, "tokens_per_s": tokens / step,
-        "model_tflops_per_gpu": model_flops / (step * gpus) / TFLOP,
-        "hardware_tflops_per_gpu": hw_flops / (step * gpus) / TFLOP,
-        "mfu": model_flops / (step * gpus * hw.peak_flops), "hfu": hw_flops / (step * gpus * hw.peak_flops),
-        "model_flops_per_step": model_flops, "hardware_flops_per_step": hw_flops,
-        "plan_first_layers": plan.first_layers, "plan_middle_layers": plan.middle_layers,
-        "plan_last_layers": plan.last_layers,
-    }
-    for name, v in bd.as_dict().items():
-        out[f"bd_{name}"] = v
+    hw_flops = (fpt.model + rc.flops_per_token(model, s, st.causal_flops)) * tokens
+    out = StepResult(
+        step_time_s=step, tokens_per_s=tokens / step,
+        model_tflops_per_gpu=model_flops / (step * gpus) / TFLOP,
+        hardware_tflops_per_gpu=hw_flops / (step * gpus) / TFLOP,
+        mfu=model_flops / (step * gpus * hw.peak_flops), hfu=hw_flops / (step * gpus * hw.peak_flops),
+        model_flops_per_step=model_flops, hardware_flops_per_step=hw_flops, breakdown=bd,
+        stages=StageLayers(plan.first_layers, plan.middle_layers, plan.last_layers))
     if with_memory:
-        mem = memory_breakdown(model, lay, plan, grp, precision, hw.flash, params, s, st)
-        for name, v in mem.as_dict().items():
-            out[f"mem_{name}"] = v
-        out["mem_total"] = mem_total = mem.total()
-        out["fits"] = mem_total <= hw.hbm_bytes
+        out.memory = memory_breakdown(model, lay, plan, grp, precision, hw.flash, params, s, st)
+        out = out.with_fits(hw.hbm_bytes)
     return out
