@@ -11,6 +11,7 @@ from clustertwin.cli.common import JsonOpt, console, load_cluster, load_model, p
 from clustertwin.cli.node_cmd import findings_table
 from clustertwin.errors import SpecError
 from clustertwin.ops.diagnose import diagnose
+from clustertwin.ops.findings import Finding, sort_findings
 from clustertwin.ops.oom_advice import JobContext
 
 
@@ -36,14 +37,31 @@ def diagnose_command(
                                     "'tp=8,pp=4,dp=32,micro_batch=2,recompute=none,zero=1'."),
     global_batch: int = typer.Option(None, "--global-batch", "-b", help="OOM advice: sequences per step."),
     seq_len: int = typer.Option(None, "--seq-len", "-s", help="OOM advice: sequence length (default: the model's)."),
+    counters: tuple[Path, Path] | None = typer.Option(
+        None, "--counters", help="BEFORE AFTER: two saved 'ethtool -S IFACE' or 'perfquery -x' outputs of one port; "
+        "NCCL network symptoms are joined with that port's counter rates."),
+    port: str = typer.Option(None, "--port", help="Name of the port the counters belong to (default: from the "
+                             "perfquery header or the AFTER file's name)."),
+    interval_s: float = typer.Option(60.0, "--interval-s", help="Seconds between the BEFORE and AFTER samples."),
     json_out: bool = JsonOpt,
 ) -> None:
     """Rules for NCCL timeouts/errors, CUDA OOM, Xid, fallen-off GPUs, IB errors, driver mismatch and
     input-pipeline stalls; findings most severe first. With --model, --cluster, --layout and --global-batch
-    a CUDA OOM gets the memory model's prediction and the layout changes that fit. Exit 0 whenever it ran,
-    whatever it found."""
+    a CUDA OOM gets the memory model's prediction and the layout changes that fit. With --counters BEFORE
+    AFTER, NCCL's network errors are joined with the port's counter rates ("packet loss / congestion on
+    port X"). Exit 0 whenever it ran, whatever it found."""
     job = job_context(model, cluster, layout, global_batch, seq_len)
     r = diagnose(paths, job)
+    if counters is not None:
+        from clustertwin.ops.netloss import network_diagnosis
+
+        extra, bad = network_diagnosis(paths, counters[0], counters[1], port, interval_s)
+        if bad:
+            extra.append(Finding("info", "MALFORMED_LINES", f"{bad} malformed counter line(s) skipped", (),
+                                 "check the counter files for truncated lines"))
+        r.findings = sort_findings(extra + r.findings)
+    elif port is not None:
+        raise SpecError("--port names the port of --counters BEFORE AFTER; give --counters too")
     if json_out:
         print_json(r.to_dict())
         return

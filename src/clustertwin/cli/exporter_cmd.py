@@ -6,6 +6,7 @@ from __future__ import annotations
 import signal
 import threading
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -40,10 +41,17 @@ def exporter_command(
     rules: Path | None = typer.Option(None, "--rules", help="Write the Prometheus alert-rules file here and exit."),
     job_map_dir: Path | None = typer.Option(None, "--job-map-dir", help="Directory with one file per GPU index "
                                             "holding the Slurm job id (hpc_job label), written by a prolog."),
+    port_counters: bool = typer.Option(True, "--port-counters/--no-port-counters", help="Also export the "
+                                       "network ports' counters (node_infiniband_*, node_ethtool_*)."),
+    ports_only: bool = typer.Option(False, "--ports-only", help="Only the port counters (no GPU, no NVML)."),
+    sysfs_ib: Path | None = typer.Option(None, "--sysfs-ib", help="Copy of /sys/class/infiniband to read."),
+    ethtool: list[str] = typer.Option([], "--ethtool", help="IFACE=FILE: a saved 'ethtool -S IFACE' (live: the "
+                                      "RoCE netdevs under /sys/class/infiniband/*/device/net)."),
     json_out: bool = JsonOpt,
 ) -> None:
     """Serve GPU utilisation, memory, power, temperature, clocks, ECC, Xid, PCIe/NVLink and throttle metrics,
-    labelled with the job that owns each GPU. With --json: one scrape (or the rules written) as JSON, then exit."""
+    labelled with the job that owns each GPU, and the network port counters. With --json: one scrape (or the
+    rules written) as JSON, then exit."""
     if rules is not None:
         _write_rules(rules, json_out)
         return
@@ -51,25 +59,62 @@ def exporter_command(
         raise SpecError(f"--port must be 1..{MAX_PORT} (got {port})")
     if job_map_dir is not None and not job_map_dir.is_dir():
         raise SpecError(f"--job-map-dir: {job_map_dir} is not a directory")
+    extra = _port_collectors(port_counters or ports_only, sysfs_ib, ethtool)
+    if ports_only:
+        from socket import gethostname
+
+        host = gethostname()
+        if json_out:
+            print_json({"hostname": host, "samples": ex.snapshot(None, host, extra=extra)})
+            return
+        _serve(None, host, port, addr, None, extra)
+        return
     try:
         backend = NvmlBackend()
     except NvmlUnavailable as e:
-        raise SpecError(f"cannot export GPU metrics: {e}") from None
+        raise SpecError(f"cannot export GPU metrics: {e} (--ports-only exports the port counters alone)") from None
     if json_out:
         try:
             print_json({"hostname": backend.hostname,
-                        "samples": ex.snapshot(backend, backend.hostname, job_map_dir=job_map_dir)})
+                        "samples": ex.snapshot(backend, backend.hostname, job_map_dir=job_map_dir, extra=extra)})
         finally:
             backend.close()
         return
-    watching = backend.start_xid_watch()
+    _serve(backend, backend.hostname, port, addr, job_map_dir, extra)
+
+
+def _port_collectors(enabled: bool, sysfs_ib: Path | None, ethtool: list[str]) -> tuple[Any, ...]:
+    from clustertwin.ops.ib import SYSFS_IB_ROOT
+    from clustertwin.ops.nccl_env import roce_netdevs
+    from clustertwin.ops.port_exporter import PortCollector, ethtool_readers
+
+    if not enabled:
+        return ()
+    files: dict[str, Path] = {}
+    for item in ethtool:
+        iface, sep, file = item.partition("=")
+        if not sep or not iface or not file:
+            raise SpecError(f"--ethtool expects IFACE=FILE (got '{item}')")
+        if not Path(file).is_file():
+            raise SpecError(f"--ethtool: {file}: no such file")
+        files[iface] = Path(file)
+    root = sysfs_ib or SYSFS_IB_ROOT
+    live = [] if files or sysfs_ib is not None else sorted(roce_netdevs(root))
+    return (PortCollector(root, ethtool_readers(files, live)),)
+
+
+def _serve(backend: Any, hostname: str, port: int, addr: str, job_map_dir: Path | None,
+           extra: tuple[Any, ...]) -> None:
+    watching = backend.start_xid_watch() if backend is not None else False
     try:
-        server, _ = ex.start(backend, backend.hostname, port, addr, job_map_dir=job_map_dir)
+        server, _ = ex.start(backend, hostname, port, addr, job_map_dir=job_map_dir, extra=extra)
     except OSError as e:
-        backend.close()
+        if backend is not None:
+            backend.close()
         raise SpecError(f"cannot listen on {addr}:{port}: {e.strerror or e}") from None
-    console.print(f"serving http://{addr}:{port}/metrics ({backend.device_count()} GPUs, Xid events "
-                  f"{'watched' if watching else 'not supported'}); Ctrl-C to stop")
+    what = "port counters only" if backend is None else (f"{backend.device_count()} GPUs, Xid events "
+                                                         f"{'watched' if watching else 'not supported'}")
+    console.print(f"serving http://{addr}:{port}/metrics ({what}); Ctrl-C to stop")
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     try:
@@ -78,7 +123,8 @@ def exporter_command(
         pass
     finally:
         server.shutdown()
-        backend.close()
+        if backend is not None:
+            backend.close()
 
 
 def register(app: typer.Typer) -> None:

@@ -15,7 +15,7 @@ from clustertwin.ops import bench as bm
 from clustertwin.ops import bench_collectives as bc
 from clustertwin.ops import bench_storage
 from clustertwin.ops.calibrate import calibration_from_bench, write_calibration
-from clustertwin.ops.check import CheckReport, check_node
+from clustertwin.ops.check import CheckReport, ContainerInputs, InstallInputs, check_node
 from clustertwin.ops.findings import Finding, worst
 from clustertwin.ops.validate import validate
 from clustertwin.units import GIB, MIB, parse_size
@@ -54,6 +54,9 @@ def _check_json(r: CheckReport) -> dict[str, Any]:
         "worst": r.worst,
         "findings": [f.to_dict() for f in r.findings],
         "diag": None if r.diag is None else {k: v for k, v in asdict(r.diag).items() if k != "findings"},
+        "containers": None if r.containers is None else {
+            "ctk_version": r.containers.ctk_version, "engines": r.containers.engines,
+            "cdi_specs": [asdict(s) for s in r.containers.specs]},
     }
 
 
@@ -85,6 +88,11 @@ def _print_check(r: CheckReport) -> None:
                               f"x{g.pcie_width_max}", (g.memory_total_bytes or 0) / GIB, g.temperature_c, g.power_w,
                               g.ecc_volatile_uncorrected, ",".join(g.throttle_reasons) or "-"]
                              for g, cid in zip(r.gpus, r.gpu_catalog_ids, strict=True)]))
+    if r.containers is not None and (r.containers.engines or r.containers.ctk_version or r.containers.specs):
+        console.print(table("containers", ["item", "value"], [["NVIDIA Container Toolkit",
+                            r.containers.ctk_version or "not found"], *[[f"CDI spec {s.path}", f"{s.kind}: "
+                            f"{len(s.gpus)} GPU device(s)"] for s in r.containers.specs],
+                            *[[k, v] for k, v in r.containers.engines.items()]]))
     if r.ib_ports:
         console.print(table("network ports", ["port", "state", "physical", "rate Gb/s", "link layer"],
                             [[p.name, p.state, p.phys_state, p.rate_gbit_per_s, p.link_layer] for p in r.ib_ports]))
@@ -134,14 +142,38 @@ def check_command(
     stress_s: float = typer.Option(20.0, "--stress-s", min=1.0, max=3600.0, help="Level 3 stress duration, s."),
     dcgmi_json: Path | None = typer.Option(None, "--dcgmi-json", help="Saved 'dcgmi diag -r N -j' output."),
     lsmod: Path | None = typer.Option(None, "--lsmod", help="Saved 'lsmod' (or /proc/modules) for peermem."),
+    sysfs_ib: Path | None = typer.Option(None, "--sysfs-ib", help="Copy of /sys/class/infiniband instead of sysfs."),
+    nccl_env: Path | None = typer.Option(None, "--nccl-env", help="A job's saved 'env' (KEY=VALUE lines) for "
+                                         "the NCCL_IB_HCA / NCCL_SOCKET_IFNAME / NCCL_NET_GDR_LEVEL checks."),
+    sysfs_net: Path | None = typer.Option(None, "--sysfs-net", help="Copy of /sys/class/net (operstate, mtu)."),
+    cmdline: Path | None = typer.Option(None, "--cmdline", help="Saved /proc/cmdline (IOMMU settings)."),
+    lspci: Path | None = typer.Option(None, "--lspci", help="Saved 'lspci -vvv' as root (PCIe ACS)."),
+    irq_root: Path | None = typer.Option(None, "--irq-root", help="Copy of proc/interrupts, proc/irq/*/"
+                                         "smp_affinity_list and the NUMA sysfs files (NIC IRQ affinity)."),
+    container_root: Path | None = typer.Option(None, "--container-root", help="Copy of the container runtime's "
+                                               "files (etc/cdi, var/run/cdi, etc/containerd, etc/enroot, ...)."),
+    ctk_version: Path | None = typer.Option(None, "--ctk-version", help="Saved 'nvidia-ctk --version'."),
+    docker_info: Path | None = typer.Option(None, "--docker-info", help="Saved 'docker info --format json'."),
+    container_image: str | None = typer.Option(None, "--container-image", help="Level 3: run this local image "
+                                               "(nvidia-smi -L inside it with GPUs, 'true' without)."),
+    container_engine: str | None = typer.Option(None, "--container-engine", help="podman or docker (default: "
+                                                "the first installed)."),
+    image_cuda: str | None = typer.Option(None, "--image-cuda", help="The image's CUDA version (e.g. 12.8) for "
+                                          "the driver forward-compat check (live: read from the image)."),
     inventory: Path | None = typer.Option(None, "--inventory", help="Directory of 'node check --json' files of "
                                           "many nodes: version skew and compatibility across them."),
+    sample_counters: float = typer.Option(0.0, "--sample-counters", min=0.0, max=3600.0, help="Live: sample "
+                                          "every IB/RoCE port's counters twice this many seconds apart (packet "
+                                          "loss, congestion); 0 = off."),
     json_out: bool = JsonOpt,
 ) -> None:
-    """Check drivers, GPUs, topology, Xid events and network ports; every finding with evidence and action."""
+    """Check drivers, GPUs, topology, Xid events, network ports, the NCCL environment and the container runtime;
+    every finding with evidence and action."""
     if inventory is not None:
         _inventory(inventory, json_out)
         return
+    if container_engine not in (None, "podman", "docker"):
+        raise SpecError(f"--container-engine takes podman or docker (got '{container_engine}')")
     pq: dict[str, Path] = {}
     for item in perfquery:
         hca, sep, file = item.partition("=")
@@ -149,8 +181,11 @@ def check_command(
             raise SpecError(f"--perfquery expects HCA=FILE (got '{item}')")
         pq[hca] = Path(file)
     r = check_node(smi_q=smi_q, topo=topo, kernel_log=kernel_log, ibstat=ibstat, perfquery=pq,
-                   expect_node=node, live=not offline, modules=lsmod, level=level, dcgmi_json=dcgmi_json,
-                   stress_s=stress_s)
+                   sysfs_ib=sysfs_ib, expect_node=node, live=not offline, modules=lsmod, level=level,
+                   dcgmi_json=dcgmi_json, stress_s=stress_s,
+                   install=InstallInputs(nccl_env, sysfs_net, cmdline, lspci, irq_root),
+                   containers=ContainerInputs(container_root, ctk_version, docker_info, container_image,
+                                              container_engine, image_cuda), sample_counters_s=sample_counters)
     if json_out:
         print_json(_check_json(r))
     else:

@@ -7,20 +7,27 @@ GPU state comes from NVML when it starts, else from ``nvidia-smi -q``; saved out
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from clustertwin.errors import SpecError
+from clustertwin.ops import container_run as ctrun
 from clustertwin.ops import ib as ibmod
+from clustertwin.ops import nccl_env as ncclenv
 from clustertwin.ops.compat import accelerator_findings, stack_findings
+from clustertwin.ops.container import ContainerReport, check_containers, image_cuda_findings
 from clustertwin.ops.diag import STRESS_S, DiagResult, gpu_levels, parse_dcgmi_json, run_dcgmi
 from clustertwin.ops.findings import Evidence, Finding, sort_findings, worst
 from clustertwin.ops.gpu import GpuInfo, catalog_gpu_id
 from clustertwin.ops.gpu_health import gpu_findings, node_expectation_findings
 from clustertwin.ops.host import HostInfo, host_info
+from clustertwin.ops.irq_affinity import irq_findings
+from clustertwin.ops.netloss import sample_live
 from clustertwin.ops.nvml import NvmlBackend, NvmlUnavailable
+from clustertwin.ops.port_exporter import run_ethtool
 from clustertwin.ops.smi import parse_nvidia_smi_q, parse_nvlink_status, run_nvidia_smi
 from clustertwin.ops.topo import TopoMatrix, parse_topo_matrix, topo_findings
 from clustertwin.ops.xid import XidEvent, count_malformed_xid, parse_kernel_log, xid_findings
@@ -64,6 +71,8 @@ class CheckReport:
     findings: list[Finding] = field(default_factory=list)
     diag: DiagResult | None = None
     """DCGM-style level 2/3 GPU tests and dcgmi diag results (``level`` > 1 or a saved dcgmi file)."""
+    containers: ContainerReport | None = None
+    """NVIDIA Container Toolkit, CDI specs and engines (live, or a saved root given)."""
 
     @property
     def worst(self) -> str | None:
@@ -166,9 +175,11 @@ def check_node(*, smi_q: Path | None = None, topo: Path | None = None, kernel_lo
                ibstat: Path | None = None, perfquery: dict[str, Path] | None = None,
                sysfs_ib: Path | None = None, expect_node: str | None = None, live: bool = True,
                modules: Path | None = None, level: int = 1, dcgmi_json: Path | None = None,
-               stress_s: float = STRESS_S) -> CheckReport:
+               stress_s: float = STRESS_S, install: InstallInputs | None = None,
+               containers: ContainerInputs | None = None, sample_counters_s: float = 0.0) -> CheckReport:
     """Run every check. Saved outputs given as paths replace the live source for that part; with
-    ``live=False`` nothing is read from the running system (no host facts either), only the given files."""
+    ``live=False`` nothing is read from the running system (no host facts either), only the given files.
+    ``install`` names saved inputs of the NCCL-environment/IOMMU/ACS/MTU checks (:mod:`clustertwin.ops.nccl_env`)."""
     findings: list[Finding] = []
     host = host_info() if live else None
     if smi_q is not None:
@@ -236,12 +247,93 @@ def check_node(*, smi_q: Path | None = None, topo: Path | None = None, kernel_lo
                 p.source = str(path)
     findings += ibmod.ib_findings(ports)
     findings += service_findings(gpus, ports_present=bool(ports), modules=modules, live=live)
+    findings += _install(install or InstallInputs(), ports, tm, _loaded_modules(modules, live), sysfs_ib, live)
     diag = None
     if level > 1 or dcgmi_json is not None:
         diag = _diag(level, gpus, live, dcgmi_json, stress_s)
         findings += diag.findings
+    if live and sample_counters_s > 0:  # packet loss / congestion: two samples of every port's counters
+        root = sysfs_ib or ibmod.SYSFS_IB_ROOT
+        findings += sample_live(root, sorted(ncclenv.roce_netdevs(root)), sample_counters_s, run_ethtool)
+    ct, ct_findings = _containers(containers or ContainerInputs(), live, gpus, driver, level)
+    findings += ct_findings
     return CheckReport(host, source, note, driver, cuda_drv, gpus, [catalog_gpu_id(g.name) for g in gpus], tm,
-                       ports, events, klog_source, sort_findings(findings), diag)
+                       ports, events, klog_source, sort_findings(findings), diag, ct)
+
+
+@dataclass(frozen=True)
+class InstallInputs:
+    """Saved inputs of the install checks; each None part is read live (or skipped with ``live=False``)."""
+
+    nccl_env: Path | None = None
+    """``KEY=VALUE`` lines (a job's ``env`` dump); live: this process's environment."""
+    sysfs_net: Path | None = None
+    """A copy of /sys/class/net (``<if>/operstate``, ``<if>/mtu``)."""
+    cmdline: Path | None = None
+    """A saved /proc/cmdline."""
+    lspci: Path | None = None
+    """Saved ``lspci -vvv`` (as root: ACS capabilities); never run live."""
+    irq_root: Path | None = None
+    """A copy of /proc/interrupts, /proc/irq/*/smp_affinity_list and the NUMA sysfs files (IRQ affinity)."""
+
+
+def _install(inp: InstallInputs, ports: list[ibmod.IbPort], tm: TopoMatrix | None, modules: set[str] | None,
+             sysfs_ib: Path | None, live: bool) -> list[Finding]:
+    if inp.nccl_env is not None:
+        env, env_src = ncclenv.env_from_file(read_text(inp.nccl_env)), str(inp.nccl_env)
+    else:
+        env, env_src = ({k: v for k, v in os.environ.items() if k.startswith("NCCL_")} if live else {}), "environment"
+    net_root = inp.sysfs_net or (ncclenv.SYSFS_NET_ROOT if live else None)
+    nics = ncclenv.read_net(net_root) if net_root is not None else []
+    ib_root = sysfs_ib or (ibmod.SYSFS_IB_ROOT if live else None)
+    cmd_path = inp.cmdline or (Path("/proc/cmdline") if live and Path("/proc/cmdline").exists() else None)
+    cmdline = (read_text(cmd_path), str(cmd_path)) if cmd_path is not None else None
+    lspci = (read_text(inp.lspci), str(inp.lspci)) if inp.lspci is not None else None
+    irq_root = inp.irq_root or (Path("/") if live else None)
+    return ncclenv.install_findings(env, env_src, ports, nics, ncclenv.roce_netdevs(ib_root), tm, modules,
+                                    cmdline, lspci) + (irq_findings(irq_root) if irq_root is not None else [])
+
+
+@dataclass(frozen=True)
+class ContainerInputs:
+    """Saved inputs of the container-runtime checks (:mod:`clustertwin.ops.container`)."""
+
+    root: Path | None = None
+    """A copy of the files under / that the checks read (etc/cdi, var/run/cdi, etc/containerd, ...)."""
+    ctk_version: Path | None = None
+    """Saved ``nvidia-ctk --version``."""
+    docker_info: Path | None = None
+    """Saved ``docker info --format json``."""
+    image: str | None = None
+    """Image for the level-3 container run (live only)."""
+    engine: str | None = None
+    image_cuda: str | None = None
+    """The image's CUDA version (read from the image live) for the forward-compat check."""
+
+
+def _containers(inp: ContainerInputs, live: bool, gpus: list[GpuInfo], driver: str | None,
+                level: int) -> tuple[ContainerReport | None, list[Finding]]:
+    gpu_count = len(gpus)
+    if inp.root is None and inp.ctk_version is None and inp.docker_info is None and inp.image_cuda is None \
+            and not live:
+        return None, []
+    rep = check_containers(inp.root or (Path("/") if live else None), live=live and inp.root is None,
+                           ctk_version_text=read_text(inp.ctk_version) if inp.ctk_version else None,
+                           docker_info=read_text(inp.docker_info) if inp.docker_info else None,
+                           gpu_count=gpu_count, driver=driver)
+    found = list(rep.findings)
+    engine = ctrun.pick_engine(inp.engine) if live else None
+    cuda = inp.image_cuda or (ctrun.image_cuda(engine, inp.image) if engine and inp.image else None)
+    found += image_cuda_findings(driver, cuda, [catalog_gpu_id(g.name) for g in gpus], inp.image or "")
+    if level >= 3 and live:
+        if inp.image is None or engine is None:
+            why = "no --container-image given" if inp.image is None else "no podman or docker on PATH"
+            found.append(Finding("info", "CONTAINER_RUN_SKIPPED", f"level 3 container run skipped: {why}",
+                                 (Evidence("container run", None, why),), "give --container-image IMAGE (an image "
+                                 "present locally, e.g. nvcr.io/nvidia/cuda:12.8.0-base-ubuntu24.04)"))
+        else:
+            found += ctrun.run_findings(ctrun.run_container(engine, inp.image, gpu_count), gpu_count)
+    return rep, found
 
 
 def _diag(level: int, gpus: list[GpuInfo], live: bool, dcgmi_json: Path | None, stress_s: float) -> DiagResult:

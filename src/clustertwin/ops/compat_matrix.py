@@ -99,3 +99,27 @@ def cuda_supports_cc(cuda: str, cc: str) -> bool | None:
         return None
     first, last = rng
     return vtuple(first) <= vtuple(cuda)[:2] and (last is None or vtuple(cuda)[:2] <= vtuple(last))
+
+
+IMAGE_ON_DRIVER: dict[str, tuple[str, str]] = {
+    "ok": ("info", "the driver meets the image's CUDA minimum"),
+    "minor-compat": ("warning", "runs under minor-version compatibility: same major release, older driver; PTX "
+                     "newer than the driver cannot be JIT-compiled and some APIs return "
+                     "cudaErrorCallRequiresNewerDriver"),
+    "forward-compat": ("warning", "needs forward compatibility: the image must carry cuda-compat-<major>-<minor> "
+                       "(NGC images do and enable it on data-center GPUs); without it CUDA fails to initialise"),
+    "unsupported": ("error", "forward compatibility is only for data-center GPUs (and NGC-Server-Ready RTX, "
+                    "Jetson): this GPU needs a driver that supports the image's CUDA"),
+}
+"""Host driver vs a container image's CUDA (forward-compat rules). Source: NVIDIA "CUDA Compatibility" guide
+(docs.nvidia.com/deploy/cuda-compatibility): minor version compatibility within a major release from CUDA 11;
+forward compatibility across majors via the cuda-compat package, "applicable only for systems with NVIDIA Data
+Center GPUs, select NGC Server Ready SKUs of RTX cards, Jetson boards"."""
+
+
+def image_on_driver(status: str, datacenter: bool) -> str:
+    """Row of :data:`IMAGE_ON_DRIVER` from ``compat.driver_supports``' status (``ok``, ``minor-compat``,
+    ``too-old``) and whether the GPU is a data-center part."""
+    if status in ("ok", "minor-compat"):
+        return status
+    return "forward-compat" if datacenter else "unsupported"

@@ -4,8 +4,8 @@ Log rules (signatures as PyTorch, NCCL, the CUDA runtime and the NVIDIA driver p
 
 - ``NCCL_TIMEOUT``: ``ProcessGroupNCCL ... Watchdog caught collective operation timeout: WorkNCCL(SeqNum=,
   OpType=, ..., Timeout(ms)=) ran for N milliseconds`` (PyTorch's default timeout is 10 min).
-- ``IB_COMPLETION_ERROR``: ``NCCL WARN NET/IB : Got completion from peer ... with error 12`` (12 = transport
-  retry counter exceeded: the peer or the path died; 5 = work request flushed, a consequence).
+- ``IB_COMPLETION_ERROR``: ``NCCL WARN NET/IB : Got completion from peer ... with error 12`` (or ``status=IBV_WC_
+  RETRY_EXC_ERR(12)``): 12 = transport retry counter exceeded, the peer or path died; 5 = flushed, a consequence.
 - ``NCCL_COMM_ERROR``: ``ncclRemoteError`` / ``ncclSystemError`` / ``ncclInternalError`` / ``ncclUnhandledCudaError``.
 - ``NCCL_NVLS``: ``Failed to bind NVLink SHARP (NVLS) Multicast memory`` (Fabric Manager / NVSwitch state).
 - ``CUDA_OOM``: ``CUDA out of memory. Tried to allocate X. GPU g has a total capacity of T of which F is free
@@ -75,7 +75,7 @@ _OOM_ALLOC_RE = re.compile(rf"{_N} (\w+) is allocated by PyTorch, and {_N} (\w+)
                            r"but unallocated")
 _TIMEOUT_RE = re.compile(r"(?:\[Rank (\d+)\] )?Watchdog caught collective operation timeout: WorkNCCL\("
                          r"SeqNum=(\d+), OpType=(\w+).*?Timeout\(ms\)=(\d+)\) ran for (\d+) milliseconds")
-_IB_COMPLETION_RE = re.compile(r"NCCL WARN NET/IB ?: Got completion from peer (\S+) with error (\d+)")
+_IB_COMPLETION_RE = re.compile(r"NCCL WARN NET/IB ?: Got completion from peer (\S+) with (?:error |status=(?:\w+\()?)(\d+)")
 _NCCL_ERR_RE = re.compile(r"\b(ncclRemoteError|ncclSystemError|ncclInternalError|ncclUnhandledCudaError|"
                           r"ncclInvalidUsage)\b")
 _NVLS_RE = re.compile(r"Failed to bind NVLink SHARP \(NVLS\) Multicast memory")

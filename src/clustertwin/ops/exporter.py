@@ -183,10 +183,15 @@ def _attr(g: GpuInfo, attr: str) -> float | None:
     return None if v is None else float(v)
 
 
-def registry_for(backend: GpuBackend, hostname: str, environ: Mapping[str, str] | None = None,
-                 job_map_dir: Path | None = None) -> CollectorRegistry:
+def registry_for(backend: GpuBackend | None, hostname: str, environ: Mapping[str, str] | None = None,
+                 job_map_dir: Path | None = None, extra: tuple[Collector, ...] = ()) -> CollectorRegistry:
+    """The GPU collector (none when ``backend`` is None) and ``extra`` collectors (network port counters,
+    :class:`clustertwin.ops.port_exporter.PortCollector`)."""
     reg = CollectorRegistry(auto_describe=False)
-    reg.register(GpuCollector(backend, hostname, environ, job_map_dir))
+    if backend is not None:
+        reg.register(GpuCollector(backend, hostname, environ, job_map_dir))
+    for c in extra:
+        reg.register(c)
     return reg
 
 
@@ -211,10 +216,11 @@ def exposition(registry: CollectorRegistry) -> bytes:
     return "".join(out).encode("utf-8")
 
 
-def start(backend: GpuBackend, hostname: str, port: int = DEFAULT_PORT, addr: str = "0.0.0.0",
-          environ: Mapping[str, str] | None = None, job_map_dir: Path | None = None) -> tuple[Any, Any]:
+def start(backend: GpuBackend | None, hostname: str, port: int = DEFAULT_PORT, addr: str = "0.0.0.0",
+          environ: Mapping[str, str] | None = None, job_map_dir: Path | None = None,
+          extra: tuple[Collector, ...] = ()) -> tuple[Any, Any]:
     """Serve ``/metrics`` in a background thread; returns (server, thread)."""
-    registry = registry_for(backend, hostname, environ, job_map_dir)
+    registry = registry_for(backend, hostname, environ, job_map_dir, extra)
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -238,10 +244,10 @@ def start(backend: GpuBackend, hostname: str, port: int = DEFAULT_PORT, addr: st
     return server, thread
 
 
-def snapshot(backend: GpuBackend, hostname: str, environ: Mapping[str, str] | None = None,
-             job_map_dir: Path | None = None) -> list[dict[str, Any]]:
+def snapshot(backend: GpuBackend | None, hostname: str, environ: Mapping[str, str] | None = None,
+             job_map_dir: Path | None = None, extra: tuple[Collector, ...] = ()) -> list[dict[str, Any]]:
     """One scrape as JSON-ready records ``{name, type, labels, value}``."""
-    reg = registry_for(backend, hostname, environ, job_map_dir)
+    reg = registry_for(backend, hostname, environ, job_map_dir, extra)
     return [{"name": s.name, "type": fam.type, "labels": dict(s.labels), "value": s.value}
             for fam in reg.collect() for s in fam.samples]
 
