@@ -47,7 +47,7 @@ def test_rates_scale_with_units_the_job_spans():
     base = full.by_class_per_h()
     assert few["nic"] == pytest.approx(base["nic"] / 2) and few["network"] == pytest.approx(base["network"] / 2)
     assert few["gpu"] == pytest.approx(base["gpu"])
-    assert units_of_job(12, 8, 8) == {"gpu": 12, "node": 2, "nic_port": 16}
+    assert units_of_job(12, 8, 8) == {"gpu": 12, "node": 2, "nic_port": 16, "leaf_switch": 8}
 
 
 def test_rate_overrides_by_cause_and_class():

@@ -22,10 +22,13 @@ from clustertwin.errors import SpecError
 from clustertwin.reliability import estimate
 from clustertwin.reliability.failures import COMPONENT_CLASSES
 from clustertwin.reliability.model import ReliabilityResult
+from clustertwin.reliability.sites import RateRange, fleet_model, job_mttf_curve, node_rate_per_1000_node_days
 from clustertwin.units import DAY_S, GB, HOUR_S, MINUTE_S
 
 MAX_TRIAL_EVENTS = 500_000_000
 """Default work cap of the Monte Carlo: trial-interruptions it may simulate (~4 minutes on one core)."""
+MTTF_GPUS: tuple[int, ...] = (8, 1024, 16384)
+"""Job sizes whose MTTF the command reports (one node, a mid-size job, the Llama 3 job)."""
 PROGRESS_MIN_TRIAL_EVENTS = 2_000_000
 """Show a progress bar above this many trial-interruptions (about one second on one core, see
 benchmarks/test_reliability_bench.py)."""
@@ -81,6 +84,11 @@ def reliability_command(
                                           help="Snapshot to host memory, write in the background."),
     hot_spares: int | None = typer.Option(None, "--hot-spares", help="Hot-spare nodes (implies --policy spares)."),
     policy: str | None = typer.Option(None, "--policy", help="restart | spares | elastic (default restart)."),
+    recovery: str = typer.Option("requeue", "--recovery",
+                                 help="requeue | in_memory | warm_standby (detection, restart, checkpoint path)."),
+    site: str = typer.Option("auto", "--site",
+                             help="Failure-rate site: 'auto' (median of the GPU generation's measured sites, "
+                                  "Monte Carlo draws the site) or a site id (e.g. llama3-405b)."),
     trials: int = typer.Option(1000, "--trials", help="Monte Carlo trials (0: analytical only)."),
     seed: int = typer.Option(0, "--seed", help="Random seed (results repeat bit for bit)."),
     max_events: float = typer.Option(MAX_TRIAL_EVENTS, "--max-events",
@@ -93,12 +101,16 @@ def reliability_command(
     mspec = load_model(model) if model else None
     if checkpoint_gb is not None and not (checkpoint_gb > 0 and math.isfinite(checkpoint_gb)):
         raise SpecError(f"--checkpoint-gb must be > 0 (got {checkpoint_gb})")
+    site_id = None if site.strip().lower() == "auto" else site.strip()
+    fm, rr = fleet_model(spec.node.gpu.arch, site_id)
     kw = dict(model=mspec, checkpoint_bytes=checkpoint_gb * GB if checkpoint_gb is not None else None,
               ideal_time_s=ideal_s, horizon_s=window_s, interval_s=_interval_s(interval),
-              async_checkpoint=async_checkpoint, policy=policy, hot_spares=hot_spares, trials=trials, seed=seed)
+              async_checkpoint=async_checkpoint, policy=policy, hot_spares=hot_spares, trials=trials, seed=seed,
+              failure_model=fm, recovery=recovery, rate_range=rr if site_id is None else None)
     # size the progress bar's need from the analytical interruption count (cheap: trials=0)
     quick = estimate(spec, gpus, **{**kw, "trials": 0})  # type: ignore[arg-type]
-    a = quick.analytic
+    # with a site spread, the busiest trials are at the factor's p90
+    a = quick.analytic_range[1] if quick.analytic_range is not None else quick.analytic
     per_trial = sum(math.inf if v is None else float(v) for v in (a.unexpected_interruptions,
                                                                   a.planned_interruptions)) + 1
     events = trials * per_trial
@@ -118,10 +130,34 @@ def reliability_command(
                            **kw)  # type: ignore[arg-type]
     else:
         res = estimate(spec, gpus, **kw) if trials else quick  # type: ignore[arg-type]
+    sizes = _sizes(res, rr)
     if json_out:
-        print_json(res.to_dict())
+        print_json({**res.to_dict(), **sizes})
         return
     _render(res)
+    _render_sizes(sizes)
+
+
+def _sizes(res: ReliabilityResult, rr: RateRange) -> dict[str, object]:
+    """Node-rate range and job MTTF at :data:`MTTF_GPUS` on this cluster's node type."""
+    gpn = max(1, math.ceil(res.gpus / res.nodes))
+    ports = res.rates.units["nic_port"] // res.nodes if res.nodes else 0
+    return {
+        "node_rate_per_1000_node_days": {**node_rate_per_1000_node_days(gpn, ports, rr),
+                                         "generation": rr.generation, "sites": list(rr.sites)},
+        "job_mttf_h": job_mttf_curve(list(MTTF_GPUS), gpn, ports, rr),
+    }
+
+
+def _render_sizes(sizes: dict[str, object]) -> None:
+    nr: dict = sizes["node_rate_per_1000_node_days"]  # type: ignore[assignment]
+    console.print(table("site spread: unexpected interruptions per 1,000 node-days (one-node job)",
+                        ["generation", "sites", "p10", "p50", "p90"],
+                        [[nr["generation"] or "all", ", ".join(nr["sites"]), nr["p10"], nr["p50"], nr["p90"]]]))
+    rows: list = sizes["job_mttf_h"]  # type: ignore[assignment]
+    console.print(table("job MTTF by size (h)", ["GPUs", "p10", "median", "p90", "independent nodes"],
+                        [[f"{r['gpus']:,}", r["mttf_h_p10"], r["mttf_h"], r["mttf_h_p90"], r["independent_nodes_h"]]
+                         for r in rows]))
 
 
 def _render(res: ReliabilityResult) -> None:
@@ -131,7 +167,7 @@ def _render(res: ReliabilityResult) -> None:
     spares = f", {res.hot_spares} hot spares" if res.policy == "spares" else ""
     console.print(styled((f"{res.gpus:,} GPUs", "bold"), f" ({res.nodes:,} nodes of {res.cluster}), {run}; "
                          f"policy {res.policy}{spares}; {'asynchronous' if res.async_checkpoint else 'synchronous'} "
-                         f"checkpoints"))
+                         f"checkpoints; recovery {res.params.recovery}"))
 
     horizon_h = (a.wall_s if res.ideal_time_s is not None else res.horizon_s) / HOUR_S  # type: ignore[operator]
     by_class = res.rates.by_class_per_h()

@@ -1,5 +1,6 @@
-"""Reliability: failure model, checkpoint cost and interval, restart policies, analytical expectation and
-Monte Carlo of a long training run (docs/reliability.md)."""
+"""Reliability: failure model (Llama 3 causes, measured sites, job-size terms), checkpoint cost and interval,
+restart policies and recovery styles, analytical expectation and Monte Carlo of a long training run
+(docs/reliability.md)."""
 
 from clustertwin.reliability.analytic import AnalyticResult, analytic
 from clustertwin.reliability.checkpoint import (
@@ -14,16 +15,23 @@ from clustertwin.reliability.checkpoint import (
 from clustertwin.reliability.failures import FailureCause, FailureModel, JobFailureRates, job_failure_rates
 from clustertwin.reliability.model import ReliabilityResult, estimate, with_failures
 from clustertwin.reliability.montecarlo import MonteCarloResult, simulate
-from clustertwin.reliability.policy import POLICIES, RestartParams, Scenario
+from clustertwin.reliability.policy import POLICIES, RECOVERY_STYLES, RecoveryStyle, RestartParams, Scenario
+from clustertwin.reliability.recovery import RecoveryTimes, recovery_times
+from clustertwin.reliability.sites import SITES, RateRange, fleet_model, job_mttf_curve, rate_range
 
 __all__ = [
     "POLICIES",
+    "RECOVERY_STYLES",
+    "SITES",
     "AnalyticResult",
     "CheckpointCost",
     "FailureCause",
     "FailureModel",
     "JobFailureRates",
     "MonteCarloResult",
+    "RateRange",
+    "RecoveryStyle",
+    "RecoveryTimes",
     "ReliabilityResult",
     "RestartParams",
     "Scenario",
@@ -33,8 +41,12 @@ __all__ = [
     "cluster_checkpoint_cost",
     "daly_interval_s",
     "estimate",
+    "fleet_model",
     "job_failure_rates",
+    "job_mttf_curve",
     "param_count",
+    "rate_range",
+    "recovery_times",
     "simulate",
     "with_failures",
     "young_interval_s",

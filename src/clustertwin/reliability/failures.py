@@ -19,10 +19,11 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from clustertwin.errors import SpecError, did_you_mean
+from clustertwin.reliability.scaling import LEAF_SWITCH_FAILURES_PER_SWITCH_HOUR, leaf_switches, rank_factor
 from clustertwin.units import DAY_S, HOUR_S
 
-Unit = Literal["gpu", "node", "nic_port"]
-UNITS: tuple[str, ...] = ("gpu", "node", "nic_port")
+Unit = Literal["gpu", "node", "nic_port", "leaf_switch"]
+UNITS: tuple[str, ...] = ("gpu", "node", "nic_port", "leaf_switch")
 
 #: Component classes (issue 5): what a planner can act on.
 COMPONENT_CLASSES: tuple[str, ...] = (
@@ -106,12 +107,14 @@ _LLAMA3_ROWS: tuple[_Row, ...] = (
 
 
 def units_of_job(gpus: int, gpus_per_node: int, nic_ports_per_node: int) -> dict[str, int]:
-    """Units a job spans: GPUs, nodes ``ceil(gpus / gpus_per_node)``, NIC ports ``nodes × ports``."""
+    """Units a job spans: GPUs, nodes ``ceil(gpus / gpus_per_node)``, NIC ports ``nodes × ports`` and leaf
+    switches (:func:`clustertwin.reliability.scaling.leaf_switches`)."""
     if gpus <= 0 or gpus_per_node <= 0 or nic_ports_per_node < 0:
         raise SpecError(f"gpus ({gpus}), gpus per node ({gpus_per_node}) must be > 0 and NIC ports "
                         f"per node ({nic_ports_per_node}) >= 0")
     nodes = math.ceil(gpus / gpus_per_node)
-    return {"gpu": gpus, "node": nodes, "nic_port": nodes * nic_ports_per_node}
+    return {"gpu": gpus, "node": nodes, "nic_port": nodes * nic_ports_per_node,
+            "leaf_switch": leaf_switches(nodes, nic_ports_per_node)}
 
 
 def _calibrated_causes() -> tuple[FailureCause, ...]:
@@ -125,15 +128,57 @@ def _calibrated_causes() -> tuple[FailureCause, ...]:
     )
 
 
+def _field_causes() -> tuple[FailureCause, ...]:
+    """The Llama 3 causes with a shared leaf-switch cause split out of "network switch/cable": the switch
+    rate is Alibaba HPN's (:data:`~clustertwin.reliability.scaling.LEAF_SWITCH_FAILURES_PER_SWITCH_HOUR`);
+    the expected switch failures of the Llama 3 job are taken out of the cable row, so the 16,384-GPU job
+    keeps its 419 unexpected interruptions."""
+    exposure = units_of_job(LLAMA3_GPUS, LLAMA3_GPUS_PER_NODE, LLAMA3_NIC_PORTS_PER_NODE)
+    hours = LLAMA3_DAYS * DAY_S / HOUR_S
+    switch_rate = LEAF_SWITCH_FAILURES_PER_SWITCH_HOUR
+    switch_count = switch_rate * exposure["leaf_switch"] * hours
+    out = []
+    for c in _calibrated_causes():
+        if c.name == "network_switch_cable":
+            c = replace(c, rate_per_unit_hour=(c.llama3_count - switch_count) / (exposure[c.unit] * hours))
+        out.append(c)
+    out.append(FailureCause(name="leaf_switch", component="network", unit="leaf_switch",
+                            rate_per_unit_hour=switch_rate, replaces_node=False))
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class FailureModel:
     """A set of interruption causes with per-unit-hour rates (default: Llama 3 calibration)."""
 
     causes: tuple[FailureCause, ...] = field(default_factory=_calibrated_causes)
+    rate_scale: float = 1.0
+    """Site factor: every per-unit rate is multiplied by it (1: the Llama 3 cluster; see
+    :mod:`clustertwin.reliability.sites`)."""
+    rank_growth: bool = False
+    """Software causes that scale with ranks grow with ``log2(ranks)`` (:func:`scaling.rank_factor`)."""
+    site: str | None = None
+    """Where ``rate_scale`` comes from (a site id, a GPU generation's median, or None)."""
 
     @classmethod
     def default(cls) -> FailureModel:
+        """The Llama 3 calibration, independent causes, linear in job size (the model other layers use)."""
         return cls()
+
+    @classmethod
+    def fleet(cls, rate_scale: float = 1.0, site: str | None = None) -> FailureModel:
+        """The fleet model: Llama 3 causes with the job-size terms (shared leaf switches, software hangs
+        growing with ranks) and a site factor ``rate_scale`` (:func:`clustertwin.reliability.sites.field_model`
+        picks it by site or GPU generation)."""
+        if not (math.isfinite(rate_scale) and rate_scale >= 0):
+            raise SpecError(f"site rate factor must be a finite number >= 0 (got {rate_scale!r})")
+        return cls(causes=_field_causes(), rate_scale=float(rate_scale), rank_growth=True, site=site)
+
+    def with_scale(self, rate_scale: float) -> FailureModel:
+        """The same causes at another site factor."""
+        if not (math.isfinite(rate_scale) and rate_scale >= 0):
+            raise SpecError(f"site rate factor must be a finite number >= 0 (got {rate_scale!r})")
+        return replace(self, rate_scale=float(rate_scale))
 
     def with_rates(self, overrides: Mapping[str, float]) -> FailureModel:
         """Override rates per unit-hour by cause name (``faulty_gpu``) or component class (``gpu``).
@@ -160,7 +205,7 @@ class FailureModel:
             else:
                 raise SpecError(f"unknown failure cause or component class '{key}'"
                                 f"{did_you_mean(key, [*COMPONENT_CLASSES, *names])}")
-        return FailureModel(tuple(causes))
+        return replace(self, causes=tuple(causes))
 
 
 @dataclass(frozen=True)
@@ -225,8 +270,12 @@ class JobFailureRates:
 def job_failure_rates(gpus: int, gpus_per_node: int = LLAMA3_GPUS_PER_NODE,
                       nic_ports_per_node: int = LLAMA3_NIC_PORTS_PER_NODE,
                       model: FailureModel | None = None) -> JobFailureRates:
-    """Job-level interruption rates: ``λ_c = rate_c × units_c`` (per hour) for a job of ``gpus`` GPUs."""
+    """Job-level interruption rates: ``λ_c = s × rate_c × units_c × g_c(gpus)`` (per hour) for a job of
+    ``gpus`` GPUs, with ``s`` the model's site factor and ``g_c`` the rank growth of software causes (1 in the
+    default model)."""
     fm = model or FailureModel.default()
     units = units_of_job(gpus, gpus_per_node, nic_ports_per_node)
-    rates = tuple(c.rate_per_unit_hour * units[c.unit] for c in fm.causes)
+    growth = rank_factor(gpus) if fm.rank_growth else 1.0
+    rates = tuple(c.rate_per_unit_hour * units[c.unit] * fm.rate_scale
+                  * (growth if c.component == "software" and c.unit == "gpu" else 1.0) for c in fm.causes)
     return JobFailureRates(gpus=gpus, units=units, causes=fm.causes, rate_per_h=rates)

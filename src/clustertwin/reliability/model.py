@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from clustertwin.errors import SpecError
 from clustertwin.reliability.analytic import AnalyticResult, analytic
@@ -22,8 +22,16 @@ from clustertwin.reliability.checkpoint import (
 from clustertwin.reliability.failures import FailureModel, JobFailureRates, job_failure_rates
 from clustertwin.reliability.montecarlo import MonteCarloResult, simulate
 from clustertwin.reliability.policy import Policy, RestartParams, Scenario, check_policy
+from clustertwin.reliability.recovery import (
+    PROFILES,
+    RecoveryTimes,
+    apply_style,
+    check_recovery,
+    recovery_times,
+)
+from clustertwin.reliability.sites import RateRange
 from clustertwin.specs import ClusterSpec, ModelSpec
-from clustertwin.units import GB, HOUR_S
+from clustertwin.units import BITS_PER_BYTE, GB, HOUR_S
 
 DEFAULT_CHECKPOINT_BYTES_PER_GPU = 4.0 * GB
 """Checkpoint state per GPU when neither a model nor a size is given: the upper end of the 1 MB - 4 GB
@@ -53,6 +61,12 @@ class ReliabilityResult:
     ideal_time_s: float | None = None
     horizon_s: float | None = None
     params: RestartParams = field(default_factory=RestartParams)
+    recovery: RecoveryTimes | None = None
+    """Detection, restart, load and save times of the recovery style (``params.recovery``)."""
+    rate_range: RateRange | None = None
+    """Site-factor distribution the rates were drawn from (None: the rates as given)."""
+    analytic_range: tuple[AnalyticResult, AnalyticResult] | None = None
+    """The analytical expectation at the site factor's 10th and 90th percentiles (with ``rate_range``)."""
 
     @property
     def stall_s(self) -> float:
@@ -98,8 +112,17 @@ class ReliabilityResult:
                            "interval_source": self.interval_source},
             "analytic": self.analytic.to_dict(),
             "monte_carlo": self.monte_carlo.summary() if self.monte_carlo is not None else None,
+            "recovery": self.recovery.to_dict() if self.recovery is not None else None,
+            "site_rates": self.rate_range.to_dict() if self.rate_range is not None else None,
+            "analytic_range": ({"factor": "p10", **_range_keys(self.analytic_range[0])},
+                               {"factor": "p90", **_range_keys(self.analytic_range[1])})
+            if self.analytic_range is not None else None,
             "breakdown": self.breakdown,
         }
+
+
+def _range_keys(a: AnalyticResult) -> dict[str, float]:
+    return {"ettr": a.ettr, "unexpected_interruptions": a.unexpected_interruptions, "wall_s": a.wall_s}
 
 
 def default_hot_spares(hardware_rate_per_s: float, repair_s: float, quantile: float) -> int:
@@ -127,6 +150,8 @@ def estimate(
     params: RestartParams | None = None,
     node_storage_gb_per_s: float | None = None,
     d2h_gb_per_s: float | None = None,
+    recovery: str | None = None,
+    rate_range: RateRange | None = None,
     trials: int = 1000,
     seed: int = 0,
     progress: Callable[[int, int], None] | None = None,
@@ -139,8 +164,23 @@ def estimate(
     Daly's optimum for the policy's stall (asynchronous: never shorter than one background write);
     with ``step_time_s`` the interval is rounded to whole steps. ``policy`` None means ``spares`` when
     ``hot_spares`` is given, else ``restart``; ``spares`` without a count sizes the pool at
-    ``params.spares_quantile``. ``trials=0`` skips the Monte Carlo."""
+    ``params.spares_quantile``. ``trials=0`` skips the Monte Carlo.
+
+    ``recovery`` (else ``params.recovery``) picks the recovery style (:mod:`clustertwin.reliability.recovery`):
+    its restart overhead replaces ``params.restart_overhead_s``; peer-memory styles checkpoint
+    asynchronously to a peer's host memory over the node's fabric ports; ``warm_standby`` implies policy
+    ``spares``. ``rate_range`` (:func:`clustertwin.reliability.sites.rate_range`) adds the analytical
+    expectation at the site factor's p10 and p90 and makes the Monte Carlo draw a site factor per trial;
+    the rates themselves come from ``failure_model`` (e.g. ``sites.fleet_model(...)``)."""
     params = params or RestartParams()
+    style = check_recovery(recovery if recovery is not None else params.recovery)
+    profile = PROFILES[style]
+    params = replace(params, recovery=style, restart_overhead_s=profile.detect_s + profile.restart_s
+                     if style != "requeue" else params.restart_overhead_s)
+    if profile.checkpoint_to == "peer_memory":
+        async_checkpoint = True
+    if profile.spares and policy is None:
+        policy = "spares"
     gpus = cluster.total_gpus if gpus is None else int(gpus)
     if gpus <= 0:
         raise SpecError(f"gpus must be > 0 (got {gpus})")
@@ -172,6 +212,14 @@ def estimate(
     else:
         size, size_src = gpus * DEFAULT_CHECKPOINT_BYTES_PER_GPU, "default 4 GB per GPU"
     ck = cluster_checkpoint_cost(cluster, gpus, size, node_storage_gb_per_s, d2h_gb_per_s)
+    fabric_gb_per_s = node.nics.count * node.nics.gbit_per_s / BITS_PER_BYTE if node.nics.count else 0.0
+    if profile.checkpoint_to == "peer_memory" and not fabric_gb_per_s > 0:
+        raise SpecError(f"recovery style '{style}' copies checkpoints to a peer over the fabric, but the node "
+                        "has no fabric NIC")
+    rec = recovery_times(style, ck, fabric_gb_per_s or 1.0)
+    rec = replace(rec, restart_s=params.restart_overhead_s - rec.detect_s,
+                  replace_s=0.0 if profile.spares else params.replace_s)
+    ck = apply_style(style, ck, fabric_gb_per_s or 1.0)
     if async_checkpoint and ck.host_bytes_per_node > node.memory_gb * GB:
         raise SpecError(f"asynchronous checkpoint needs {ck.host_bytes_per_node / GB:,.0f} GB of host memory "
                         f"per node for the snapshot; the node has {node.memory_gb:,.0f} GB")
@@ -212,15 +260,20 @@ def estimate(
         restart_s=restart, replace_s=params.replace_s, policy=pol, hot_spares=k, repair_s=repair_s,
         elastic_unit_fraction=1.0 / nodes, elastic_min_fraction=params.elastic_min_fraction,
         interval_s=tau, snapshot_s=ck.snapshot_s, write_s=ck.write_s, async_checkpoint=async_checkpoint,
+        rate_log_sd=rate_range.log_sd if rate_range is not None else 0.0,
     )
     ana = analytic(scn)
+    ana_range = None
+    if rate_range is not None:
+        ana_range = tuple(analytic(replace(scn, rate_per_s=tuple(r * f / rate_range.p50 for r in scn.rate_per_s)))
+                          for f in (rate_range.p10, rate_range.p90))
     mc = simulate(scn, trials=trials, seed=seed, progress=progress) if trials else None
     return ReliabilityResult(
         gpus=gpus, nodes=nodes, cluster=cluster.id or cluster.name, policy=pol, hot_spares=k,
         async_checkpoint=async_checkpoint, rates=rates, checkpoint=ck, checkpoint_size_source=size_src,
         interval_s=tau, interval_source=tau_src, young_interval_s=young, daly_interval_s=daly,
         scenario=scn, analytic=ana, monte_carlo=mc, ideal_time_s=ideal_time_s, horizon_s=horizon_s,
-        params=params,
+        params=params, recovery=rec, rate_range=rate_range, analytic_range=ana_range,  # type: ignore[arg-type]
     )
 
 

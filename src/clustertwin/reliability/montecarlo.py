@@ -5,6 +5,12 @@ with probability ``λ_c / Σ λ``); the hardware is allocated, and can fail, dur
 Daly's model). All trials advance together, one interruption per trial per loop iteration, so the cost
 is ``O(interruptions per run)`` numpy operations on arrays of ``trials`` elements.
 
+With ``scn.rate_log_sd > 0`` each trial is also a site: its rates are multiplied by ``e^{σ Z}``,
+``Z ~ N(0, 1)`` truncated to the 10th–90th percentile range ``|Z| ≤ 1.2816`` (the span of the clusters
+measured, :mod:`clustertwin.reliability.sites`; an untruncated tail would put a few trials on sites that
+never finish a run), drawn by a second generator seeded ``[seed, 1]`` so that the interruption draws stay
+common random numbers across scenarios.
+
 Between two interruptions a trial resumes after its pending restart time, computes in periods of
 ``τ`` seconds followed by a checkpoint stall (timing in :mod:`clustertwin.reliability.policy`), and at
 the next interruption keeps only the work of checkpoints that were durable by then. The run ends when
@@ -28,6 +34,8 @@ from clustertwin.units import HOUR_S
 _REPAIR_BUFFER_SIGMAS = 10.0
 _REPAIR_BUFFER_MIN = 16
 PERCENTILES: tuple[int, ...] = (10, 50, 90)
+SITE_Z_LIMIT = 1.2815515655446004
+"""Truncation of the site draw: the standard-normal 90th percentile (sites between p10 and p90)."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +113,17 @@ def _commits(w: np.ndarray, tau: float, b1: float, b: float, lag: float) -> np.n
     return np.where(w >= first, 1.0 + np.floor(np.maximum(w - first, 0.0) / (tau + b)), 0.0)
 
 
+def _site_factors(log_sd: float, n: int, seed: int) -> np.ndarray:
+    """``e^{σ Z}`` per trial, ``Z ~ N(0, 1)`` truncated to ``|Z| ≤ Z90`` by redrawing (deterministic)."""
+    rng = np.random.default_rng([seed, 1])
+    z = rng.standard_normal(n)
+    bad = np.abs(z) > SITE_Z_LIMIT
+    while bad.any():
+        z[bad] = rng.standard_normal(int(bad.sum()))
+        bad = np.abs(z) > SITE_Z_LIMIT
+    return np.exp(log_sd * z)
+
+
 def simulate(scn: Scenario, trials: int = 1000, seed: int = 0,
              progress: Callable[[int, int], None] | None = None) -> MonteCarloResult:
     """Simulate ``trials`` independent runs of ``scn`` with ``numpy.random.default_rng(seed)``.
@@ -112,6 +131,8 @@ def simulate(scn: Scenario, trials: int = 1000, seed: int = 0,
     ``progress(finished_trials, trials)`` is called once per loop iteration."""
     if trials < 1:
         raise SpecError(f"trials must be >= 1 (got {trials})")
+    if seed < 0:
+        raise SpecError(f"seed must be >= 0 (got {seed})")
     rng = np.random.default_rng(seed)
     rates = np.asarray(scn.rate_per_s, dtype=float)
     lam = float(rates.sum())
@@ -125,6 +146,7 @@ def simulate(scn: Scenario, trials: int = 1000, seed: int = 0,
     horizon = scn.horizon_s if scn.horizon_s is not None else math.inf
 
     n = trials
+    site = _site_factors(scn.rate_log_sd, n, seed) if scn.rate_log_sd > 0 else None
     t = np.zeros(n)
     committed = np.zeros(n)
     pending = np.zeros(n)  # restart time still to go before computing resumes
@@ -138,7 +160,7 @@ def simulate(scn: Scenario, trials: int = 1000, seed: int = 0,
 
     track_repair = scn.policy in ("spares", "elastic") and bool(hw.any())
     if track_repair:
-        mean_out = scn.hardware_rate_per_s * scn.repair_s
+        mean_out = scn.hardware_rate_per_s * scn.repair_s * (float(site.max()) if site is not None else 1.0)
         cap = int(mean_out + _REPAIR_BUFFER_SIGMAS * math.sqrt(mean_out) + _REPAIR_BUFFER_MIN)
         repair_buf = np.full((n, cap), -np.inf)
         repair_ptr = np.zeros(n, dtype=np.int64)
@@ -150,6 +172,8 @@ def simulate(scn: Scenario, trials: int = 1000, seed: int = 0,
             # draw for every trial, finished or not, so that trial j's i-th interruption is the same in
             # every scenario run with this seed (common random numbers across policies and intervals)
             gap_all = rng.exponential(1.0 / lam, size=n) if lam > 0 else np.full(n, np.inf)
+            if site is not None:
+                gap_all = gap_all / site
             u_all = rng.random(n)
             gap = gap_all[active]
             cause = np.minimum(np.searchsorted(cum, u_all[active], side="right"), n_causes - 1)

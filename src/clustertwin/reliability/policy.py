@@ -34,6 +34,10 @@ from clustertwin.units import HOUR_S, MINUTE_S
 Policy = Literal["restart", "spares", "elastic"]
 _ROUNDING_GUARD = 1e-9  # keeps floor(0.5 / (1/8)) = 4 despite binary rounding
 POLICIES: tuple[str, ...] = ("restart", "spares", "elastic")
+RecoveryStyle = Literal["requeue", "in_memory", "warm_standby"]
+"""How a job recovers (:mod:`clustertwin.reliability.recovery`): requeue from storage, in-memory / peer
+checkpoints, or in-memory checkpoints with warm-standby nodes."""
+RECOVERY_STYLES: tuple[str, ...] = ("requeue", "in_memory", "warm_standby")
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,9 @@ class RestartParams:
     spares_quantile: float = 0.99
     """Default hot-spare count: this quantile of the number of nodes in repair at once (ByteRobust sizes
     warm standby at the P99 of a binomial)."""
+    recovery: RecoveryStyle = "requeue"
+    """Recovery style; :func:`clustertwin.reliability.recovery.recovery_times` gives its detection, restart,
+    load and save times (``estimate(recovery=...)`` overrides it)."""
 
     def __post_init__(self) -> None:
         for name in ("restart_overhead_s", "hang_detect_s", "replace_s", "repair_h"):
@@ -66,6 +73,9 @@ class RestartParams:
                 raise SpecError(f"{name} must be a finite number >= 0 (got {v!r})")
         if not 0.0 < self.elastic_min_fraction <= 1.0:
             raise SpecError(f"elastic_min_fraction must be in (0, 1] (got {self.elastic_min_fraction!r})")
+        if self.recovery not in RECOVERY_STYLES:
+            raise SpecError(f"unknown recovery style '{self.recovery}'{did_you_mean(self.recovery, RECOVERY_STYLES)}"
+                            f" (valid: {', '.join(RECOVERY_STYLES)})")
         if not 0.0 < self.spares_quantile < 1.0:
             raise SpecError(f"spares_quantile must be in (0, 1) (got {self.spares_quantile!r})")
 
@@ -109,8 +119,13 @@ class Scenario:
     snapshot_s: float
     write_s: float
     async_checkpoint: bool
+    rate_log_sd: float = 0.0
+    """Spread of the site factor across clusters (σ of its logarithm): the Monte Carlo multiplies each
+    trial's rates by ``e^{σ Z}``, ``Z ~ N(0, 1)`` (0: every trial on the same site)."""
 
     def __post_init__(self) -> None:
+        if not (math.isfinite(self.rate_log_sd) and self.rate_log_sd >= 0):
+            raise SpecError(f"rate_log_sd must be a finite number >= 0 (got {self.rate_log_sd!r})")
         if (self.work_s is None) == (self.horizon_s is None):
             raise SpecError("give exactly one of the run's failure-free compute time or a wall-clock window")
         for name in ("work_s", "horizon_s"):
