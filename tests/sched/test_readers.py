@@ -60,11 +60,12 @@ def test_helios():
 def test_sacct():
     tr = readers.read_trace(F / "sacct.txt", "sacct")
     j = tr.jobs
-    assert j.ids == ("1001", "1002", "1005")  # step 1001.batch skipped, not counted
+    assert j.ids == ("1001", "1002", "1005")  # step 1001.batch skipped and counted
     assert j.limit_s.tolist() == [7200, 86400, 600]  # UNLIMITED -> runtime
     assert (j.gpus_per_unit.tolist(), j.units.tolist()) == ([4, 8, 8], [0, 4, 0])
-    assert dict(tr.report.excluded) == {"cpu-only": 1, "never started": 1}
+    assert dict(tr.report.excluded) == {"cpu-only": 1, "never started": 1, "job step": 1}
     assert tr.report.malformed == 1
+    assert dict(tr.report.states) == {"COMPLETED": 1, "TIMEOUT": 1, "CANCELLED": 1}
 
 
 def test_slurm_durations():

@@ -1,5 +1,5 @@
 """Readers of cluster job logs: Microsoft Philly (JSON job list, read one job at a time), SenseTime Helios
-(CSV) and Slurm ``sacct --parsable2`` exports. Line accounting and parsing helpers: :mod:`trace_io`."""
+(CSV); Slurm ``sacct --parsable2`` exports are read by :mod:`clustertwin.sched.sacct`. Line accounting and parsing helpers: :mod:`trace_io`."""
 
 from __future__ import annotations
 
@@ -22,7 +22,6 @@ from clustertwin.sched.trace_io import (
     to_utc,
     trace_csv_rows,
 )
-from clustertwin.units import DAY_S, HOUR_S, MINUTE_S
 
 # ---------------------------------------------------------------------------------------------- Philly
 PHILLY_TIME = "%Y-%m-%d %H:%M:%S"
@@ -163,102 +162,4 @@ def read_helios(path: str | Path, *, strict: bool = False) -> Trace:
             rows.add(r["job_id"], submit, dur, math.ceil(gpus / nodes), units=int(nodes), user=r["user"])
         else:
             rows.add(r["job_id"], submit, dur, int(gpus), user=r["user"])
-    return finish_report(rows, lines)
-
-
-# ---------------------------------------------------------------------------------------------- sacct
-SLURM_PRIORITY_MAX = 2**32 - 1
-"""Slurm job priorities are 32-bit unsigned."""
-SACCT_REQUIRED = ("JobID", "Submit", "Start", "End", "Timelimit", "NNodes")
-SACCT_TIME = "%Y-%m-%dT%H:%M:%S"
-_GPU_TRES = re.compile(r"gres/gpu(?::[^=,]+)?=(\d+)")
-
-
-def parse_slurm_duration(text: str) -> float | None:
-    """Slurm time ``[D-]HH:MM:SS``, ``MM:SS``, ``MM`` -> seconds; ``UNLIMITED``/``Partition_Limit`` -> None."""
-    t = text.strip()
-    if t in ("UNLIMITED", "Partition_Limit", "INVALID", ""):
-        return None
-    days = 0.0
-    if "-" in t:
-        d, t = t.split("-", 1)
-        days = float(d)
-    parts = [float(x) for x in t.split(":")]
-    if len(parts) == 3:
-        h, m, s = parts
-    elif len(parts) == 2:
-        h, (m, s) = 0.0, parts
-    elif len(parts) == 1:
-        h, m, s = 0.0, parts[0], 0.0
-    else:
-        raise ValueError(f"bad Slurm duration '{text}'")
-    return days * DAY_S + h * HOUR_S + m * MINUTE_S + s
-
-
-def _sacct_gpus(r: dict[str, str]) -> int:
-    total = 0
-    for col in ("AllocTRES", "ReqTRES"):
-        text = r.get(col) or ""
-        found = [int(x) for x in _GPU_TRES.findall(text)]
-        if found:
-            # "gres/gpu=8,gres/gpu:h100=8" lists the same GPUs twice: take the largest entry
-            total = max(found)
-            break
-    return total
-
-
-def read_sacct(path: str | Path, *, strict: bool = False) -> Trace:
-    """Slurm ``sacct --parsable2`` export (``|``-separated, header line) with at least JobID, Submit,
-    Start, End, Timelimit, NNodes and AllocTRES or ReqTRES (``gres/gpu=N``). Job steps (``123.batch``) are
-    skipped; jobs that never started (``Start=Unknown``/``None``) and CPU-only jobs are excluded. Runtime
-    = End − Start; priority from the ``Priority`` column when present."""
-    p = open_trace(path)
-    lines = LineCounter(p, "sacct", strict)
-    rows = JobRows()
-    text = parse.read_lines(p)
-    cols = text[0].split("|") if text else []
-    missing = [c for c in SACCT_REQUIRED if c not in cols]
-    if missing or not ({"AllocTRES", "ReqTRES"} & set(cols)):
-        raise SpecError(f"sacct export lacks columns {missing or ['AllocTRES or ReqTRES']}; export with "
-                        "sacct --parsable2 --format=JobID,User,Submit,Start,End,Timelimit,NNodes,AllocTRES",
-                        file=str(p))
-    for line_no, rec, damage in parse.records(text, 1, "|", quoting=False):
-        if damage is not None or len(rec) != len(cols):
-            lines.report.lines += 1
-            if damage is not None:
-                lines.damaged(line_no, damage)
-            else:
-                lines.bad(line_no, f"expected {len(cols)} fields, got {len(rec)}", parse.FIELD_COUNT)
-            continue
-        r = dict(zip(cols, rec, strict=True))
-        if "." in r["JobID"]:
-            continue  # job step, not a job
-        lines.report.lines += 1
-        if r["Start"] in ("Unknown", "None", ""):
-            lines.exclude("never started")
-            continue
-        try:
-            submit = to_utc(r["Submit"], SACCT_TIME)
-            start = to_utc(r["Start"], SACCT_TIME)
-            end = to_utc(r["End"], SACCT_TIME) if r["End"] not in ("Unknown", "None", "") else None
-            limit = parse_slurm_duration(r["Timelimit"])
-            nnodes = parse.count(r["NNodes"], "NNodes", lo=0, hi=MAX_GPUS_PER_JOB)
-            prio = parse.count(r.get("Priority") or "0", "Priority", lo=0, hi=SLURM_PRIORITY_MAX)
-        except ValueError as e:
-            lines.bad(line_no, str(e), getattr(e, "cause", "malformed"))
-            continue
-        if end is None:
-            lines.exclude("still running")
-            continue
-        if end < start or start < submit:
-            lines.bad(line_no, "times out of order (Submit <= Start <= End expected)", parse.TIMES_BACKWARDS)
-            continue
-        gpus = _sacct_gpus(r)
-        if gpus <= 0:
-            lines.exclude("cpu-only")
-            continue
-        units = nnodes if nnodes > 1 else 0
-        per = math.ceil(gpus / nnodes) if nnodes > 1 else gpus
-        rows.add(r["JobID"], submit, end - start, per, units=units, limit_s=limit,
-                 user=r.get("User", ""), priority=prio)
     return finish_report(rows, lines)

@@ -242,6 +242,8 @@ class TraceReport:
     """Malformed lines by cause (broken quote, wrong field count, bad number, out of range, ...)."""
     utilisation: dict | None = None
     """Where per-job GPU utilisation came from (a joined measurement file's own accounting), if any."""
+    states: Counter = field(default_factory=Counter)
+    """Final states of the jobs kept, when the trace records them (Slurm sacct: COMPLETED, FAILED, ...)."""
 
     MAX_EXAMPLES = 5
 
@@ -262,6 +264,7 @@ class TraceReport:
             "skipped_by_cause": dict(sorted(self.causes.items())),
             "excluded": dict(sorted(self.excluded.items())),
             **({"utilisation": self.utilisation} if self.utilisation is not None else {}),
+            **({"states": dict(sorted(self.states.items()))} if self.states else {}),
         }
 
 

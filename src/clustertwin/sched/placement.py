@@ -160,6 +160,8 @@ class Placer:
         """An allocation for ``req``, or None if it does not fit now."""
         if req.kind == "whole" and req.g >= 1 and not req.has_res and self.name in ("first-fit", "best-fit"):
             return self._whole_fast(state, req)
+        if req.kind == "spread" and req.all_eligible and self.name in ("first-fit", "best-fit"):
+            return self._spread_fast(state, req)
         contrib = state.contribution(req)
         if int(contrib.sum()) < req.need:
             return None
@@ -204,8 +206,8 @@ class Placer:
             return None
         if k == 1:
             return Allocation.whole_gpus(chosen[0], _free_slots(state, chosen[0], g))
-        entries = tuple((n, s, MILLI_PER_GPU) for n in chosen for s in _free_slots(state, n, g))
-        return Allocation(entries, tuple(chosen), k * g * MILLI_PER_GPU)
+        groups = tuple((n, tuple(_free_slots(state, n, g))) for n in chosen)
+        return Allocation(None, tuple(chosen), k * g * MILLI_PER_GPU, groups=groups)
 
     def _one(self, state: ClusterState, req: Request, cand: np.ndarray) -> Allocation:
         if req.kind == "whole":
@@ -300,6 +302,40 @@ class Placer:
             if remaining == 0:
                 break
         return _alloc(nodes, slots, [np.full(len(s), MILLI_PER_GPU) for s in slots])
+
+    def _spread_fast(self, state: ClusterState, req: Request) -> Allocation | None:
+        """Fast path of :meth:`_spread` for spread jobs that may use any node (first-fit, best-fit): the fit
+        from the cluster's count of wholly free GPUs, the nodes from the bit masks by wholly free GPUs
+        (first-fit: ascending node number; best-fit: the most wholly free GPUs first, then the lowest
+        number), the slots from the node rows: the same allocation as the general path."""
+        remaining = req.g
+        if state.whole_sum < remaining:
+            return None
+        whole_l, rows = state.whole_l, state.rows
+        if self.name == "first-fit":
+            masks = [state.whole_ge[1]]
+        else:
+            eq = state.whole_eq
+            masks = [eq[w] for w in range(len(eq) - 1, 0, -1)]
+        nodes: list[int] = []
+        groups: list[tuple[int, tuple[int, ...]]] = []
+        for m in masks:
+            while m:
+                low = m & -m
+                n = low.bit_length() - 1
+                m ^= low
+                take = min(whole_l[n], remaining)
+                row = rows[n]
+                if take == len(row):
+                    slots = tuple(range(take))  # (a wholly free node)
+                else:
+                    slots = tuple([s for s, v in enumerate(row) if v == MILLI_PER_GPU][:take])
+                groups.append((n, slots))
+                nodes.append(n)
+                remaining -= take
+                if not remaining:
+                    return Allocation(None, tuple(nodes), req.g * MILLI_PER_GPU, groups=tuple(groups))
+        return None  # (unreachable: whole_sum counted enough wholly free GPUs)
 
     # ------------------------------------------------------------------ FGD
     def _fgd_one(self, state: ClusterState, req: Request, cand: np.ndarray) -> Allocation:

@@ -34,7 +34,11 @@ class Projection:
         self.res: dict[int, list[int]] = {}
         self._fast = req.kind == "whole" and not req.has_res and req.all_eligible
         """Whole-GPU units on any node: a node's contribution is ``[wholly free GPUs >= g]``."""
-        if req.kind == "whole" and not req.has_res:
+        self._spread = req.kind == "spread" and req.all_eligible
+        """GPUs spread over any nodes: the contribution total is the count of wholly free GPUs."""
+        if self._spread:
+            self.total = state.whole_sum
+        elif req.kind == "whole" and not req.has_res:
             self.total = state.nodes_with_whole(req.g, req.elig_mask).bit_count()
         else:
             self.total = int(state.contribution(req).sum())
@@ -116,22 +120,53 @@ class Projection:
             c[1] += (v + sign * m == MILLI_PER_GPU) - (v == MILLI_PER_GPU)
         return sum((after >= g) - (before >= g) for before, after in counts.values())
 
+    def _spread_delta(self, alloc: Allocation, sign: int) -> int:
+        """The change of wholly free GPUs ``sign * alloc`` would make (rows not changed)."""
+        rows = self.rows
+        delta = 0
+        groups = alloc.groups
+        if groups is not None:
+            d = sign * MILLI_PER_GPU
+            for n, slots in groups:
+                row = rows.get(n)
+                if row is None:
+                    row = self.row(n)
+                for s in slots:
+                    v = row[s]
+                    delta += (v + d == MILLI_PER_GPU) - (v == MILLI_PER_GPU)
+            return delta
+        for n, s, m in alloc.entries:
+            row = rows.get(n)
+            if row is None:
+                row = self.row(n)
+            v = row[s]
+            delta += (v + sign * m == MILLI_PER_GPU) - (v == MILLI_PER_GPU)
+        return delta
+
     def _apply_rows(self, alloc: Allocation, sign: int) -> None:
         rows = self.rows
+        groups = alloc.groups
+        if groups is not None:
+            d = sign * MILLI_PER_GPU
+            for n, slots in groups:
+                row = rows[n]
+                for s in slots:
+                    row[s] += d
+            return
         for n, s, m in alloc.entries:
             rows[n][s] += sign * m
 
     def release(self, alloc: Allocation) -> None:
-        if self._fast:
-            self.total += self._fast_delta(alloc, +1)
+        if self._fast or self._spread:
+            self.total += self._spread_delta(alloc, +1) if self._spread else self._fast_delta(alloc, +1)
             self._apply_rows(alloc, +1)
             return
         self.total += self._change(alloc, +1)
 
     def take_if_still_fits(self, alloc: Allocation) -> bool:
         """Take ``alloc`` if the request still fits afterwards; otherwise leave the projection unchanged."""
-        if self._fast:
-            delta = self._fast_delta(alloc, -1)
+        if self._fast or self._spread:
+            delta = self._spread_delta(alloc, -1) if self._spread else self._fast_delta(alloc, -1)
             if self.total + delta < self.req.need:
                 return False
             self._apply_rows(alloc, -1)

@@ -21,18 +21,22 @@ from clustertwin.sched.cluster_logs import (  # noqa: F401 (re-exported)
     HELIOS_COLUMNS,
     HELIOS_TIME,
     PHILLY_TIME,
+    read_helios,
+    read_philly,
+)
+from clustertwin.sched.jobs import MILLI_PER_GPU, JobRows, Trace, TraceReport
+from clustertwin.sched.pai_sensor import read_sensor_util, task_fraction
+from clustertwin.sched.sacct import (  # noqa: F401 (re-exported)
+    SACCT_FORMAT,
     SACCT_REQUIRED,
     SACCT_TIME,
     SLURM_PRIORITY_MAX,
     parse_slurm_duration,
-    read_helios,
-    read_philly,
     read_sacct,
 )
-from clustertwin.sched.jobs import MILLI_PER_GPU, JobRows, Trace, TraceReport
-from clustertwin.sched.pai_sensor import read_sensor_util, task_fraction
 from clustertwin.sched.trace_io import (
     MAX_GPUS_PER_JOB,
+    MAX_TIME_S,
     LineCounter,
     finish_report,
     fixed_width_rows,
@@ -72,10 +76,16 @@ def read_swf(path: str | Path, *, strict: bool = False) -> Trace:
             lines.bad(line_no, f"expected {SWF_FIELDS} fields, got {len(parts)}", parse.FIELD_COUNT)
             continue
         try:
-            f = [parse_num(x, f"field {i + 1}") for i, x in enumerate(parts)]
-        except ValueError as e:
-            lines.bad(line_no, str(e), getattr(e, "cause", "malformed"))
-            continue
+            f = list(map(float, parts))  # fast path: all numbers, finite and in range (else checked field by field)
+            total = sum(f)
+            if not (math.isfinite(total) and max(f) <= MAX_TIME_S and min(f) >= -MAX_TIME_S):
+                raise ValueError
+        except ValueError:
+            try:
+                f = [parse_num(x, f"field {i + 1}") for i, x in enumerate(parts)]
+            except ValueError as e:
+                lines.bad(line_no, str(e), getattr(e, "cause", "malformed"))
+                continue
         submit, run, alloc_p, req_p, req_t = f[1], f[3], f[4], f[7], f[8]
         procs = req_p if req_p > 0 else alloc_p
         status = int(f[10])

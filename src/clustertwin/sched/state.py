@@ -22,19 +22,30 @@ class Allocation:
 
     Held as Python ints: ``entries`` ``(node, slot, milli)``, ``node_list`` (distinct nodes, in placement
     order), ``total_milli``, and ``cpu`` / ``mem`` (CPU milli-cores and memory MiB held on each node of
-    ``node_list``); the ``nodes`` / ``slots`` / ``milli`` arrays are built when first asked for. Treat as
-    immutable."""
+    ``node_list``); the ``nodes`` / ``slots`` / ``milli`` arrays are built when first asked for. ``groups``:
+    when every entry is a whole GPU, ``(node, slots)`` per node of ``node_list`` (the same GPUs as
+    ``entries``), so that taking and releasing work node by node; else None. Treat as immutable."""
 
-    __slots__ = ("_arrays", "cpu", "entries", "mem", "node_list", "total_milli")
+    __slots__ = ("_arrays", "_entries", "cpu", "groups", "mem", "node_list", "total_milli")
 
-    def __init__(self, entries: tuple[tuple[int, int, int], ...], node_list: tuple[int, ...], total_milli: int,
-                 cpu: int = 0, mem: int = 0) -> None:
-        self.entries = entries
+    def __init__(self, entries: tuple[tuple[int, int, int], ...] | None, node_list: tuple[int, ...],
+                 total_milli: int, cpu: int = 0, mem: int = 0,
+                 groups: tuple[tuple[int, tuple[int, ...]], ...] | None = None) -> None:
+        """``entries`` may be None when ``groups`` is given (then built from it when first asked for)."""
+        self._entries = entries
         self.node_list = node_list
         self.total_milli = total_milli
         self.cpu = cpu
         self.mem = mem
+        self.groups = groups
         self._arrays: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    @property
+    def entries(self) -> tuple[tuple[int, int, int], ...]:
+        e = self._entries
+        if e is None:
+            e = self._entries = tuple([(n, s, MILLI_PER_GPU) for n, slots in self.groups for s in slots])
+        return e
 
     @classmethod
     def make(cls, nodes: np.ndarray, slots: np.ndarray, milli: np.ndarray, cpu: int = 0,
@@ -48,12 +59,13 @@ class Allocation:
     def whole_gpus(cls, node: int, slots: list[int]) -> Allocation:
         """Whole GPUs ``slots`` of one node."""
         if len(slots) == 1:
-            return cls(((node, slots[0], MILLI_PER_GPU),), (node,), MILLI_PER_GPU)
-        return cls(tuple([(node, s, MILLI_PER_GPU) for s in slots]), (node,), len(slots) * MILLI_PER_GPU)
+            return cls(((node, slots[0], MILLI_PER_GPU),), (node,), MILLI_PER_GPU, groups=((node, (slots[0],)),))
+        return cls(tuple([(node, s, MILLI_PER_GPU) for s in slots]), (node,), len(slots) * MILLI_PER_GPU,
+                   groups=((node, tuple(slots)),))
 
     def with_res(self, cpu: int, mem: int) -> Allocation:
         """The same GPUs, holding ``cpu`` milli-cores and ``mem`` MiB on each node."""
-        return Allocation(self.entries, self.node_list, self.total_milli, cpu, mem)
+        return Allocation(self._entries, self.node_list, self.total_milli, cpu, mem, self.groups)
 
     def _array(self, k: int) -> np.ndarray:
         if self._arrays is None:
@@ -142,12 +154,16 @@ class ClusterState:
         self.free_total = int(self._tot.sum())
         """Free milli-GPUs of the whole cluster (``tot.sum()``)."""
         self.whole_count = np.bincount(self._whole, minlength=s + 1).tolist()
+        self.whole_sum = int(self._whole.sum())
+        """Wholly free GPUs of the whole cluster (``whole.sum()``)."""
         """``whole_count[w]``: nodes with exactly ``w`` wholly free GPUs."""
         self.whole_eq = [0] * (s + 1)
         """``whole_eq[w]``: bit mask (a Python int, bit ``n`` = node ``n``) of the nodes with exactly ``w``
         wholly free GPUs."""
+        self._bit = [1 << node for node in range(n)]
+        """``_bit[n]``: node ``n``'s bit in the masks (made once, not per update)."""
         for node, w in enumerate(self.whole_l):
-            self.whole_eq[w] |= 1 << node
+            self.whole_eq[w] |= self._bit[node]
         self.whole_ge = [0] * (s + 2)
         """``whole_ge[g]``: bit mask of the nodes with at least ``g`` wholly free GPUs (``whole_ge[s + 1]``
         is empty)."""
@@ -206,9 +222,10 @@ class ClusterState:
         old = self.whole_l[n]
         if old != w:
             self.whole_l[n] = w
+            self.whole_sum += w - old
             self.whole_count[old] -= 1
             self.whole_count[w] += 1
-            bit = 1 << n
+            bit = self._bit[n]
             self.whole_eq[old] ^= bit
             self.whole_eq[w] ^= bit
             for k in self._ge_span[old][w]:
@@ -222,23 +239,52 @@ class ClusterState:
     def apply(self, alloc: Allocation, sign: int) -> None:
         """Take (``sign=-1``) or give back (``sign=+1``) an allocation."""
         rows = self.rows
-        for n, s, m in alloc.entries:
-            rows[n][s] += sign * m
         whole_l, count, eq, ge, span = self.whole_l, self.whole_count, self.whole_eq, self.whole_ge, self._ge_span
-        dirty = self._dirty
-        for n in alloc.node_list:
-            dirty.add(n)
-            w = rows[n].count(MILLI_PER_GPU)
-            old = whole_l[n]
-            if old != w:
+        bits = self._bit
+        self._dirty.update(alloc.node_list)
+        moved = 0
+        groups = alloc.groups
+        if groups is not None:
+            # whole GPUs: a taken slot was wholly free (1000 -> 0), a released one is wholly free again
+            value = MILLI_PER_GPU if sign > 0 else 0
+            for n, slots in groups:
+                row = rows[n]
+                for s in slots:
+                    row[s] = value
+                old = whole_l[n]
+                w = old + sign * len(slots)
                 whole_l[n] = w
+                moved += w - old
                 count[old] -= 1
                 count[w] += 1
-                bit = 1 << n
+                bit = bits[n]
                 eq[old] ^= bit
                 eq[w] ^= bit
                 for k in span[old][w]:
                     ge[k] ^= bit
+            self.whole_sum += moved
+            self.free_total += sign * alloc.total_milli
+            if alloc.cpu or alloc.mem:
+                idx = list(alloc.node_list)
+                self.cpu_free[idx] += sign * alloc.cpu
+                self.mem_free[idx] += sign * alloc.mem
+            return
+        for n, s, m in alloc.entries:
+            rows[n][s] += sign * m
+        for n in alloc.node_list:
+            w = rows[n].count(MILLI_PER_GPU)
+            old = whole_l[n]
+            if old != w:
+                whole_l[n] = w
+                moved += w - old
+                count[old] -= 1
+                count[w] += 1
+                bit = bits[n]
+                eq[old] ^= bit
+                eq[w] ^= bit
+                for k in span[old][w]:
+                    ge[k] ^= bit
+        self.whole_sum += moved
         self.free_total += sign * alloc.total_milli
         if alloc.cpu or alloc.mem:
             idx = list(alloc.node_list)
