@@ -13,7 +13,7 @@ venv: $(BIN)/python
 	$(BIN)/pip install -q -e .
 
 dev-venv: $(BIN)/python
-	$(BIN)/pip install -q -e '.[dev,report,sweep,ray,bench]'
+	$(BIN)/pip install -q -e '.[dev,report,sweep,ray,bench,web]'
 
 demo: venv
 	$(CT) plan

@@ -21,8 +21,8 @@ LAYERS: dict[str, int] = {
     "comm": 3,
     "train": 4, "infer": 4, "hpc": 4, "datapath": 4,
     "reliability": 5, "sched": 5, "plan": 5, "plan_rows": 5, "explain": 5,
-    "ops": 6, "deploy": 6, "sweep": 6, "report": 6, "validate": 6,
-    "cli": 7, "__init__": 7, "__main__": 7,
+    "ops": 6, "deploy": 6, "sweep": 6, "report": 6, "validate": 6, "profile": 6,
+    "cli": 7, "__init__": 7, "__main__": 7, "web": 7,
 }
 #: modules that belong to another layer than their package: the validate runner's evaluators of the
 #: training kinds (registered in validate.py) compose train and reliability

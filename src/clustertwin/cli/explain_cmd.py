@@ -3,6 +3,8 @@ workload on one cluster, each stage's capacity and demand, and the bottleneck na
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
 from clustertwin.cli.common import (
@@ -81,7 +83,27 @@ def explain_command(
 ) -> None:
     """Walk the path of one training job and name the bottleneck. With no layout option the best layout of
     the layout search is explained; with any, the layout they describe (the rest as train estimate fills it)."""
-    args = dict(locals())  # the layout options among the arguments (layout_from_params)
+    e = explain_result(**{k: v for k, v in locals().items() if k != "json_out"})
+    if data is not None:
+        typer.echo("warning: --data is deprecated; use --dataset", err=True)
+    if json_out:
+        print_json(e.to_dict())
+        return
+    rows = [[s.name, s.capacity, s.demand, s.unit, s.cost_s, s.detail] for s in e.stages]
+    console.print(table(f"{e.model} on {e.cluster}: {e.gpus} GPUs, step {e.step_time_s:.3g} s, "
+                        f"{e.tokens_per_s:,.0f} tokens/s",
+                        ["stage", "capacity", "demand", "unit", "s/step", "why"], rows))
+    console.print(f"bottleneck: {e.verdict}")
+    for note in e.notes:
+        console.print(f"note: {note}")
+
+
+def explain_result(*, cluster: str, model: str, global_batch: int, gpus: int | None, seq_len: int | None,
+                   precision: str, stack: str, dataset: str, data: str | None, storage_read: float | None,
+                   placement: str, **layout: Any) -> Any:
+    """The explanation ``clustertwin explain`` prints for its arguments (``e.to_dict()`` is its ``--json``;
+    shared with the web API)."""
+    args = layout
     require_gpus(gpus)
     if data is not None:  # the warning waits for a successful run: an exit-2 run prints its error line alone
         dataset = data
@@ -100,20 +122,8 @@ def explain_command(
                          stack=stack) if fields else None
     if dataset in ("none", ""):
         raise SpecError("--dataset none: explain walks the path from storage, it needs what the job reads")
-    e = explain(m, c, global_batch=global_batch, gpus=gpus, parallelism=par, data=dataset, placement=placement,
-                precision=precision)
-    if data is not None:
-        typer.echo("warning: --data is deprecated; use --dataset", err=True)
-    if json_out:
-        print_json(e.to_dict())
-        return
-    rows = [[s.name, s.capacity, s.demand, s.unit, s.cost_s, s.detail] for s in e.stages]
-    console.print(table(f"{e.model} on {e.cluster}: {e.gpus} GPUs, step {e.step_time_s:.3g} s, "
-                        f"{e.tokens_per_s:,.0f} tokens/s",
-                        ["stage", "capacity", "demand", "unit", "s/step", "why"], rows))
-    console.print(f"bottleneck: {e.verdict}")
-    for note in e.notes:
-        console.print(f"note: {note}")
+    return explain(m, c, global_batch=global_batch, gpus=gpus, parallelism=par, data=dataset, placement=placement,
+                   precision=precision)
 
 
 def register(app: typer.Typer) -> None:

@@ -3,6 +3,8 @@ deployment serving a request rate under TTFT/TPOT SLOs."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
 from clustertwin.cli import infer_fleet_cmd as _fleet
@@ -56,18 +58,31 @@ def estimate_command(
     json_out: bool = JsonOpt,
 ) -> None:
     """Latency (TTFT, TPOT) and throughput of one deployment; no load option = offline maximum throughput."""
+    est = estimate_result(**{k: v for k, v in locals().items() if k != "json_out"})
+    if json_out:
+        print_json(est)
+        return
+    _print_estimate(est)
+
+
+def estimate_result(*, model: str, node: str | None, gpu: str | None, gpus: int | None, tp: int, pp: int,
+                    precision: str, kv_precision: str | None, input_len: int, output_len: int, batch: int | None,
+                    concurrency: int | None, request_rate: float | None, num_requests: int, length_cv: float,
+                    chunked: bool, calibration: str | None) -> Any:
+    """The estimate ``infer estimate`` prints for its arguments (``jsonable`` of it is its ``--json``; shared
+    with the web API)."""
     from clustertwin.infer import estimate
 
     require_gpus(gpus)
     m = load_model(model)
     nd = _node(node, gpu, gpus or tp * pp)
-    est = estimate(m, nd, gpus=gpus, tp=tp, pp=pp, precision=precision, kv_precision=kv_precision,
-                   input_len=input_len, output_len=output_len, batch=batch, concurrency=concurrency,
-                   request_rate=request_rate, num_requests=num_requests, length_cv=length_cv,
-                   chunked_prefill=chunked, calibration=load_calibration(calibration))
-    if json_out:
-        print_json(est)
-        return
+    return estimate(m, nd, gpus=gpus, tp=tp, pp=pp, precision=precision, kv_precision=kv_precision,
+                    input_len=input_len, output_len=output_len, batch=batch, concurrency=concurrency,
+                    request_rate=request_rate, num_requests=num_requests, length_cv=length_cv,
+                    chunked_prefill=chunked, calibration=load_calibration(calibration))
+
+
+def _print_estimate(est: Any) -> None:
     rows = [
         ["mode", est.mode], ["deployment", f"{est.replicas} x tp{est.tp} pp{est.pp} {est.gpu} ({est.gpus} GPUs)"],
         ["precision (weights / KV)", f"{est.precision} / {est.kv_precision}"],
@@ -120,13 +135,7 @@ def size_command(
     json_out: bool = JsonOpt,
 ) -> None:
     """GPUs, TP and precision that serve QPS within the TTFT/TPOT SLOs at least cost; cost per 1M tokens."""
-    from clustertwin import specs
-    from clustertwin.infer import size
-
-    if not 50 <= percentile < 100:
-        raise SpecError("--percentile must be in [50, 100)")
-    m = load_model(model)
-    nodes = [specs.load(specs.NodeSpec, n, kind="node") for n in node]
+    m, nodes = size_inputs(model, node, percentile)
     if trace is not None:
         if qps is not None or disaggregated:
             raise SpecError("--trace sizes for the trace's own arrivals: drop --qps (rescale with --request-rate); "
@@ -139,12 +148,10 @@ def size_command(
                     precision, router, batching, weights_from, autoscale, usd_per_gpu_hour, window_s, calibration,
                     json_out)
         return
-    if qps is None or input_len is None or output_len is None or slo_tpot_ms is None:
-        raise SpecError("without --trace, give --qps, --input-len, --output-len and --slo-tpot-ms")
-    res = size(m, nodes, qps=qps, input_len=input_len, output_len=output_len, slo_ttft_ms=slo_ttft_ms,
-               slo_tpot_ms=slo_tpot_ms, tps=tp or None, precisions=precision, percentile=percentile / 100,
-               disaggregated=disaggregated, usd_per_gpu_hour_override=usd_per_gpu_hour, verify=verify,
-               calibration=load_calibration(calibration))
+    res = size_result(m, nodes, qps=qps, input_len=input_len, output_len=output_len, slo_ttft_ms=slo_ttft_ms,
+                      slo_tpot_ms=slo_tpot_ms, tp=tp, precision=precision, percentile=percentile,
+                      disaggregated=disaggregated, usd_per_gpu_hour=usd_per_gpu_hour, verify=verify,
+                      calibration=calibration)
     if json_out:
         print_json(res)
         return
@@ -169,6 +176,30 @@ def size_command(
                       f"{'meets' if v['meets_slo'] else 'MISSES'} the SLO"
                       + (f" ({v['replicas_added']} replicas added to the analytic optimum after simulation)"
                          if v.get("replicas_added") else ""))
+
+
+def size_inputs(model: str, node: list[str], percentile: float) -> tuple[Any, list[Any]]:
+    """The model and node specs of ``infer size``, the percentile checked first."""
+    from clustertwin import specs
+
+    if not 50 <= percentile < 100:
+        raise SpecError("--percentile must be in [50, 100)")
+    return load_model(model), [specs.load(specs.NodeSpec, n, kind="node") for n in node]
+
+
+def size_result(m: Any, nodes: list[Any], *, qps: float | None, input_len: int | None, output_len: int | None,
+                slo_ttft_ms: float, slo_tpot_ms: float | None, tp: list[int], precision: list[str],
+                percentile: float, disaggregated: bool, usd_per_gpu_hour: float | None, verify: bool,
+                calibration: str | None) -> Any:
+    """``infer size`` without a trace (``jsonable`` of it is its ``--json``; shared with the web API)."""
+    from clustertwin.infer import size
+
+    if qps is None or input_len is None or output_len is None or slo_tpot_ms is None:
+        raise SpecError("without --trace, give --qps, --input-len, --output-len and --slo-tpot-ms")
+    return size(m, nodes, qps=qps, input_len=input_len, output_len=output_len, slo_ttft_ms=slo_ttft_ms,
+                slo_tpot_ms=slo_tpot_ms, tps=tp or None, precisions=precision, percentile=percentile / 100,
+                disaggregated=disaggregated, usd_per_gpu_hour_override=usd_per_gpu_hour, verify=verify,
+                calibration=load_calibration(calibration))
 
 
 def _size_trace(m, nodes, tr, slo_ttft_ms, slo_tpot_ms, attainment, tp, precision, router, batching, weights_from,

@@ -43,6 +43,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "reliability": ("reliability_cmd", "Failure rates, checkpoint interval, wall time and ETTR of a run."),
     "report": ("report_cmd", "Write a self-contained HTML report of a cluster and a model."),
     "sched": ("sched_cmd", "Replay job traces under scheduler policies, or fill the cluster."),
+    "serve": ("serve_cmd", "Serve the planning web app and its JSON API on a local port."),
     "sweep": ("sweep_cmd", "Evaluate a design space and print its Pareto front."),
     "train": ("train_cmd", "Training: estimate a layout, search layouts, or scale to N GPUs."),
     "validate": ("validate_cmd", "Score the model against measured cases (default: the shipped validation/)."),

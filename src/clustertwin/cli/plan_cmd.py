@@ -69,14 +69,24 @@ def plan_command(
     json_out: bool = JsonOpt,
 ) -> None:
     """Bill of materials, peak compute, memory, network, storage, power, cooling and cost."""
+    plans = plans_of(cluster, compare, fabric)
+    if json_out:
+        print_json(plan_json(plans))
+        return
+    _render(plans)
+
+
+def plans_of(cluster: str, compare: list[str] | None, fabric: list[str] | None) -> list[Plan]:
+    """The plans ``clustertwin plan`` shows for its arguments (shared with the web API)."""
     refs = [cluster, *(compare or [])]
     specs = [load_cluster(ref) for ref in refs]  # every input is validated before any work
     plans = [_named(plan(spec), ref) for spec, ref in zip(specs, refs, strict=True)]
-    plans += [plan(with_fabric(specs[0], f)) for f in fabric or []]
-    if json_out:
-        print_json(plans[0].to_dict() if len(plans) == 1 else {"compare": [p.to_dict() for p in plans]})
-        return
-    _render(plans)
+    return plans + [plan(with_fabric(specs[0], f)) for f in fabric or []]
+
+
+def plan_json(plans: list[Plan]) -> dict[str, Any]:
+    """``clustertwin plan --json`` of :func:`plans_of`."""
+    return plans[0].to_dict() if len(plans) == 1 else {"compare": [p.to_dict() for p in plans]}
 
 
 def register(app: typer.Typer) -> None:

@@ -12,11 +12,7 @@ from clustertwin.cli.common import (
     ForceCalOpt,
     JsonOpt,
     console,
-    load_calibration,
-    load_cluster,
-    load_model,
     print_json,
-    require_gpus,
     table,
 )
 from clustertwin.cli.layout_options import (
@@ -44,9 +40,15 @@ from clustertwin.cli.layout_options import (
     TpOpt,
     VppOpt,
     ZeroOpt,
-    layout_from_params,
-    resolve_layout,
     search_option,
+)
+from clustertwin.cli.train_run import (
+    estimate_json,
+    estimate_result,
+    scale_json,
+    scale_result,
+    search_json,
+    search_result,
 )
 from clustertwin.errors import SpecError
 
@@ -59,36 +61,6 @@ BatchOpt = typer.Option(..., "--global-batch", "-b", help="Sequences per optimiz
 CalOpt = typer.Option(None, "--calibration", help="Calibration file (train: overrides of TrainParams).")
 TokensOpt = typer.Option(None, "--tokens", help="Token budget: adds days, GPU-hours, energy and cost.")
 PriceOpt = typer.Option(0.0, "--usd-per-gpu-hour", help="GPU rental price for the cost estimate.")
-
-RECOMPUTE = ("none", "selective", "full")
-
-
-def _path_inputs(placement: str, dataset: str, nodes: int | None = None) -> dict[str, Any]:
-    """``placement`` and ``dataset`` keyword arguments of the train library calls; a node list is checked
-    against the cluster's ``nodes`` before it is listed."""
-    from clustertwin.datapath import dataset as get_dataset
-    from clustertwin.train.topology_comm import parse_placement, placement_key
-
-    pl = parse_placement(placement, nodes)
-    placement_key(pl)
-    ds = None if dataset in ("none", "") else get_dataset(dataset).name
-    return {"placement": pl, "dataset": ds}
-
-
-def _seq_model(model: str, seq_len: int | None):
-    m = load_model(model)
-    if seq_len:
-        m = m.model_copy(update={"seq_len": seq_len})
-    return m
-
-
-def _fixed(**kw: Any) -> dict[str, Any]:
-    """Layout fields given on the command line (None = searched)."""
-    if kw.get("recompute") is not None and kw["recompute"] not in RECOMPUTE:
-        raise SpecError(f"--recompute must be one of {', '.join(RECOMPUTE)} (got {kw['recompute']!r})")
-    if kw.get("zero") is not None and kw["zero"] not in (0, 1, 2, 3):
-        raise SpecError(f"--zero must be 0, 1, 2 or 3 (got {kw['zero']})")
-    return {k: v for k, v in kw.items() if v is not None}
 
 
 def _short_layout(layout: dict[str, Any]) -> str:
@@ -194,48 +166,26 @@ def estimate_command(
     json_out: bool = JsonOpt,
 ) -> None:
     """Step time, MFU, throughput and memory of one layout, with breakdowns."""
-    args = dict(locals())  # the layout options among the arguments (layout_from_params)
-    from clustertwin.train import estimate, time_to_train
-
-    require_gpus(gpus)
-    c = load_cluster(cluster)
-    m = _seq_model(model, seq_len)
-    _fixed(recompute=recompute, zero=zero)
-    cal = load_calibration(calibration, c, force)
-    fields = layout_from_params(args)
-    par = resolve_layout(fields, c, m, gpus=gpus or c.total_gpus, global_batch=global_batch, precision=precision,
-                         stack=stack, calibration=cal)
-    if with_failures and not tokens:
-        raise SpecError("--with-failures needs a token budget (--tokens)")
-    e = estimate(m, c, par, calibration=cal, **_path_inputs(placement, dataset, c.nodes))
-    ttt = time_to_train(e, tokens, c, usd_per_gpu_hour) if tokens else None
-    rel = None
-    if with_failures and ttt:
-        from clustertwin.reliability.train_run import time_to_train_with_failures
-
-        rel = time_to_train_with_failures(e, tokens, c, m, usd_per_gpu_hour=usd_per_gpu_hour,
-                                          async_checkpoint=async_checkpoint, hot_spares=hot_spares,
-                                          trials=trials, seed=seed)
+    args = {k: v for k, v in locals().items() if k != "json_out"}
+    e, ttt, rel, m, c = estimate_result(**args)
     if json_out:
-        d = e.to_dict()
-        if ttt:
-            d["time_to_train"] = ttt.to_dict()
-        if rel:
-            d["with_failures"] = rel.to_dict()
-        print_json(d)
+        print_json(estimate_json(e, ttt, rel))
         return
     _print_estimate(e, f"{m.name or m.id or 'model'} on {c.name or c.id or 'cluster'}")
     if ttt:
         console.print(table("time to train", ["quantity", "value"], _ttt_rows(ttt)))
     if rel:
-        f = rel.to_dict()
-        rows = [["policy", f["policy"]], ["checkpoint interval (min)", f["checkpoint_interval_s"] / 60],
-                ["expected unexpected interruptions", f["unexpected_interruptions"]],
-                ["expected days with failures", f["days"]], ["ETTR", f["ettr"]],
-                ["GPU-hours with failures", f["gpu_hours"]]]
-        if "days_p10" in f:
-            rows += [["days p10 | p50 | p90", f"{f['days_p10']:.2f} | {f['days_p50']:.2f} | {f['days_p90']:.2f}"]]
-        console.print(table("time to train with failures", ["quantity", "value"], rows))
+        _print_failures(rel.to_dict())
+
+
+def _print_failures(f: dict[str, Any]) -> None:
+    rows = [["policy", f["policy"]], ["checkpoint interval (min)", f["checkpoint_interval_s"] / 60],
+            ["expected unexpected interruptions", f["unexpected_interruptions"]],
+            ["expected days with failures", f["days"]], ["ETTR", f["ettr"]],
+            ["GPU-hours with failures", f["gpu_hours"]]]
+    if "days_p10" in f:
+        rows += [["days p10 | p50 | p90", f"{f['days_p10']:.2f} | {f['days_p50']:.2f} | {f['days_p90']:.2f}"]]
+    console.print(table("time to train with failures", ["quantity", "value"], rows))
 
 
 @train_app.command("search")
@@ -276,25 +226,9 @@ def search_command(
     json_out: bool = JsonOpt,
 ) -> None:
     """Rank every valid layout for the GPU count and global batch by throughput among those that fit."""
-    args = dict(locals())  # the layout options among the arguments (layout_from_params)
-    from clustertwin.train import search, time_to_train
-
-    require_gpus(gpus)
-    c = load_cluster(cluster)
-    m = _seq_model(model, seq_len)
-    _fixed(recompute=recompute, zero=zero)
-    fixed = layout_from_params(args)
-    if pipeline_layout:
-        raise SpecError("--pipeline-layout fixes one stage plan: give it to train estimate, not search")
-    res = search(m, c, global_batch=global_batch, gpus=gpus, precision=precision, fixed=fixed, top=top,
-                 calibration=load_calibration(calibration, c, force), software_stack=stack,
-                 **_path_inputs(placement, dataset, c.nodes))
-    ttt = time_to_train(res.best, tokens, c, usd_per_gpu_hour) if (tokens and res.best) else None
+    res, ttt = search_result(**{k: v for k, v in locals().items() if k != "json_out"})
     if json_out:
-        d = res.to_dict()
-        if ttt:
-            d["time_to_train"] = ttt.to_dict()
-        print_json(d)
+        print_json(search_json(res, ttt))
         if res.best is None:  # same exit code as the text output
             raise SpecError("no valid layout fits; see 'rejected' in the JSON")
         return
@@ -330,22 +264,9 @@ def scale_command(
 ) -> None:
     """Throughput and scaling efficiency from one node to N GPUs, with the loss attributed to
     communication, pipeline bubble and stragglers; with ``--tokens`` the time to train at each point."""
-    from clustertwin.train import scale, time_to_train
-
-    require_gpus(max_gpus)
-    require_gpus(start_gpus, "--start-gpus")
-    c = load_cluster(cluster)
-    m = _seq_model(model, seq_len)
-    res = scale(m, c, global_batch=global_batch, max_gpus=max_gpus, start_gpus=start_gpus, precision=precision,
-                calibration=load_calibration(calibration, c, force), **_path_inputs(placement, dataset, c.nodes))
-    ttts = [time_to_train(p.estimate, tokens, c, usd_per_gpu_hour) if (tokens and p.estimate) else None
-            for p in res.points]
+    res, ttts = scale_result(**{k: v for k, v in locals().items() if k != "json_out"})
     if json_out:
-        d = res.to_dict()
-        if tokens:
-            for pd, t in zip(d["points"], ttts, strict=True):
-                pd["time_to_train"] = t.to_dict() if t else None
-        print_json(d)
+        print_json(scale_json(res, ttts, tokens))
         return
     from clustertwin.train.breakdown import STEP_GROUPS
 

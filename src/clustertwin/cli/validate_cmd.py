@@ -29,7 +29,7 @@ def validate_command(
             out = validation.run(paths, kinds, progress=lambda n: prog.update(task, completed=n))
     results = out.pop("_results")
     if json_out:
-        print_json(out)
+        print_json(validate_json(out))
         return
     if show_cases or len(results) <= 40:
         rows = []
@@ -54,6 +54,12 @@ def validate_command(
         by_kind = ", ".join(f"{k} {n}" for k, n in s["skipped_by_kind"].items())
         console.print(f"skipped {s['skipped']} case(s) of other kinds (--kind {','.join(sorted(kinds or ()))}): "
                       f"{by_kind}", markup=False, highlight=False)
+
+
+def validate_json(out: dict) -> dict:
+    """``clustertwin validate --json`` of :func:`clustertwin.validate.run`'s result (``_results`` taken out):
+    the summary and the cases (shared with the web API)."""
+    return {k: v for k, v in out.items() if k != "_results"}
 
 
 def _pct(v: float | None) -> str:

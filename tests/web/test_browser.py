@@ -1,0 +1,211 @@
+"""The web app in a real browser: ``clustertwin serve`` on a free loopback port, driven by Playwright with the
+system Chromium (never a downloaded one). Every page loads and draws without a console error or a request
+beyond the server; changing a control recomputes, and the numbers on screen equal ``--json`` of the CLI; the
+layout holds at 390, 1280 and 1920 px (nothing wider than the viewport); every control has a label.
+Screenshots go to test-artifacts/web/ (and to docs/img/ with ``CLUSTERTWIN_DOC_SCREENSHOTS=1``)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("fastapi", reason="the web extra is not installed: pip install 'clustertwin[web]'")
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (the web extra)")
+
+from clustertwin.cli.main import main  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts" / "web"
+DOC_IMAGES = ROOT / "docs" / "img"
+WIDTHS_PX = (390, 1280, 1920)
+PAGES = ("plan", "train", "infer", "explain", "validate")
+CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium on this machine (apt-get install chromium)")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server() -> Any:
+    port = _free_port()
+    code = "import sys; from clustertwin.cli.main import main; sys.exit(main())"
+    proc = subprocess.Popen([sys.executable, "-c", code, "serve", "--port", str(port)], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            urllib.request.urlopen(f"{base}/api/plan", timeout=5).read()
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                pytest.fail(f"clustertwin serve did not start: {proc.stderr.read().decode()[-500:]}")
+            time.sleep(0.3)
+    yield base
+    proc.terminate()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(10)
+    if proc.poll() is None:
+        proc.kill()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Any:
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        yield b
+        b.close()
+
+
+class Watched:
+    """A page whose console errors, page errors and requests beyond the server are recorded."""
+
+    def __init__(self, browser: Any, base: str, width: int) -> None:
+        self.page = browser.new_page(viewport={"width": width, "height": 900})
+        self.problems: list[str] = []
+        self.page.on("console", lambda m: m.type == "error" and self.problems.append(f"console: {m.text}"))
+        self.page.on("pageerror", lambda e: self.problems.append(f"page error: {e}"))
+
+        def route(r: Any) -> None:
+            if r.request.url.startswith(base):
+                r.continue_()
+            else:
+                self.problems.append(f"request beyond the server: {r.request.url}")
+                r.abort()
+
+        self.page.route("**/*", route)
+
+    def open(self, url: str) -> None:
+        self.page.goto(url)
+        self.page.wait_for_selector("body[data-ready]", timeout=60_000)
+
+    def changed(self, selector: str, value: str) -> None:
+        before = self.page.evaluate("document.body.dataset.ready")
+        self.page.fill(selector, value)
+        self.page.dispatch_event(selector, "change")
+        self.until(f"document.body.dataset.ready !== {json.dumps(before)}")
+
+    def until(self, expression: str, timeout_s: float = 60.0) -> None:
+        """Poll ``expression`` (the page's CSP forbids the eval behind ``wait_for_function``)."""
+        deadline = time.monotonic() + timeout_s
+        while not self.page.evaluate(expression):
+            assert time.monotonic() < deadline, f"timed out waiting for {expression}: {self.page.inner_text('#status')}"
+            time.sleep(0.05)
+
+    def last(self, api: str) -> dict[str, Any]:
+        return self.page.evaluate(f"window.clustertwinLast[{json.dumps(api)}]")
+
+    def layout_problems(self) -> list[str]:
+        return self.page.evaluate("""() => {
+          const out = [];
+          const w = document.documentElement.clientWidth;
+          if (document.documentElement.scrollWidth > w + 1) out.push('page scrolls sideways: ' +
+              document.documentElement.scrollWidth + ' > ' + w);
+          document.querySelectorAll('main > *, fieldset, .card, .plot, .control').forEach(e => {
+            const r = e.getBoundingClientRect();
+            if (r.right > w + 1) out.push((e.id || e.className || e.tagName) + ' ends at ' + Math.round(r.right));
+          });
+          document.querySelectorAll('form input, form select, form textarea').forEach(e => {
+            if (!e.id || !document.querySelector('label[for="' + e.id + '"]')) out.push('unlabelled control ' + e.name);
+          });
+          return out;
+        }""")
+
+    def close(self) -> None:
+        self.page.close()
+
+
+def cli_json(capsys: pytest.CaptureFixture[str], argv: list[str]) -> dict[str, Any]:
+    capsys.readouterr()
+    assert main([*argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def _screenshot(w: Watched, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    height = min(1400, w.page.evaluate("document.documentElement.scrollHeight"))
+    w.page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True,
+                      clip={"x": 0, "y": 0, "width": 1280, "height": height})
+    if os.environ.get("CLUSTERTWIN_DOC_SCREENSHOTS") == "1":
+        DOC_IMAGES.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ARTIFACTS / f"{name}.png", DOC_IMAGES / f"{name}.png")
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_each_page_loads_draws_and_holds_its_layout(server, browser, page):
+    for width in WIDTHS_PX:
+        w = Watched(browser, server, width)
+        try:
+            w.open(f"{server}/{page}")
+            assert w.page.locator("#results > *").count() > 0, f"{page} drew nothing"
+            assert not w.page.locator("#status.error").count(), w.page.inner_text("#status")
+            if page not in ("validate",):
+                assert w.page.locator(".plot .main-svg").count() > 0 or page in ("plan", "infer"), "no plot drawn"
+            assert w.layout_problems() == [], (page, width)
+            assert w.problems == [], (page, width)
+            if width == 1280:
+                _screenshot(w, f"web-{page}")
+        finally:
+            w.close()
+
+
+def test_train_recomputes_on_change_and_equals_the_cli(server, browser, capsys):
+    w = Watched(browser, server, 1280)
+    try:
+        w.open(f"{server}/train?gpus=64&global_batch=256&tp=2")
+        first = w.last("train/estimate")
+        assert first == cli_json(capsys, ["train", "estimate", "--gpus", "64", "-b", "256", "--tp", "2"])
+        w.changed("#f-gpus", "128")
+        second = w.last("train/estimate")
+        assert second["gpus"] == 128 and second != first
+        assert second == cli_json(capsys, ["train", "estimate", "--gpus", "128", "-b", "256", "--tp", "2"])
+        assert "gpus=128" in w.page.url  # the state is in the address
+        shown = w.page.inner_text('[data-key="step time (s)"]')
+        assert float(shown) == pytest.approx(second["step_time_s"], rel=0.01)
+        w.page.click("#search")
+        w.until("window.clustertwinLast['train/search'] !== undefined")
+        top = w.page.locator("#extra table tbody tr")
+        assert top.count() == 10
+        assert w.problems == []
+    finally:
+        w.close()
+
+
+def test_explain_highlights_the_bottleneck_and_equals_the_cli(server, browser, capsys):
+    w = Watched(browser, server, 1280)
+    try:
+        w.open(f"{server}/explain?gpus=64&global_batch=256&tp=2")
+        got = w.last("explain")
+        assert got == cli_json(capsys, ["explain", "--gpus", "64", "-b", "256", "--tp", "2"])
+        assert w.page.inner_text("tr.bottleneck td:first-child") == got["bottleneck"]
+        assert w.problems == []
+    finally:
+        w.close()
+
+
+def test_an_error_shows_the_cli_line(server, browser):
+    w = Watched(browser, server, 1280)
+    try:
+        w.open(f"{server}/train?gpus=64&global_batch=256&tp=2")
+        w.page.fill("#f-tp", "3")
+        w.page.dispatch_event("#f-tp", "change")
+        w.page.wait_for_selector("#status.error", timeout=60_000)
+        assert w.page.inner_text("#status").startswith("error: ")
+    finally:
+        w.close()
