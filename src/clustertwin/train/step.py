@@ -139,44 +139,13 @@ def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch
     bw = hw.hbm_bytes_per_s * params.hbm_efficiency
     grp = with_topology(cluster, lay, groups(lay, hw.gpus_per_node), hw.gpus_per_node, placement)
     rc = Recompute.of(lay, model, st.selective_policy)  # what is recomputed: time and FLOPs (recompute.py)
-    full_f = rc.full_fraction
 
     def coll(op: str, nbytes, group: Group):
         return collective_time(cluster, op, nbytes, group.size, group.ranks_per_node, calibration, group.net_fraction,
                                group.net_hops)
 
-    passes = rc.passes
-    tp_layer, tp_kernels = tp_exposed(lay, T, c.h, passes, coll, grp.tp, hw, params)
-    core = attention_core(c, s, lay, T, hw, g, params, bw)
-    cp_exp = cp_exposed(c, s, lay, core, full_f, coll, grp.cp, params)
-    lt = LayerTime()
-    # MoE (moe.py): expert groups, load of the busiest rank, dispatch/combine and its overlap mode
-    eg = expert_groups(lay, hw.gpus_per_node, ranks_per_node)
-    load = imbalance(model, params, st.moe_force_balanced)
-    moe_code = overlap_code(lay, st.moe_overlaps, bool(model.moe and model.moe.shared_experts))
-    for moe, share in ((False, 1.0 - c.moe_share), (True, c.moe_share)):
-        if share <= 0:
-            continue
-        ffn = ffn_cost(model, c, lay, T, g, moe, params, eg, load)
-        lc = layer_compute(c, lay, T, g, bw, precision, ffn, st.fp8_recipe)
-        compute = lc.fwd_s + lc.bwd_s + core.fwd_s + core.bwd_s + rc.layer_s(
-            lc.fwd_s, core.fwd_s, module_recompute_s(c, lay, T, g, bw, ffn, core.fwd_s, moe),
-            op_sac_recompute_share(model, moe))
-        a2a = dispatch_combine_s(model, cluster, c, lay, T, eg, st.moe_dispatcher, precision, load,
-                                 calibration) if moe else 0.0
-        ep_exp = ep_exposed(a2a, passes, moe_code, compute, ffn.shared_s, params) if moe else 0.0
-        if moe and st.moe_host_sync:
-            lt.sync = lt.sync + share * sync_stall(ffn, a2a, full_f, params, BWD_KERNEL_FACTOR)
-        kernels = (lc.kernels + core.kernels + tp_kernels) * (1 + BWD_KERNEL_FACTOR + full_f) + \
-            rc.extra_kernels(lc.kernels)
-        lt.gpu = lt.gpu + share * (compute + tp_layer + cp_exp + ep_exp)
-        lt.host = lt.host + share * kernels * params.kernel_host_overhead_s
-        lt.backward = lt.backward + share * (lc.bwd_s + core.bwd_s)
-        lt.forward = lt.forward + share * (lc.fwd_s + core.fwd_s)
-        lt.compute = lt.compute + share * compute
-        lt.tp = lt.tp + share * tp_layer
-        lt.cp = lt.cp + share * cp_exp
-        lt.ep = lt.ep + share * ep_exp
+    lt, moe_code = _layer_times(model, cluster, c, s, lay, T, hw, g, bw, grp, rc, st, params, precision,
+                                calibration, coll)
 
     plan = stage_plan(model, lay, global_batch)
     m = as_float(plan.microbatches)
@@ -234,3 +203,45 @@ def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch
         out.memory = memory_breakdown(model, lay, plan, grp, precision, hw.flash, params, s, st)
         out = out.with_fits(hw.hbm_bytes)
     return out
+
+
+def _layer_times(model: ModelSpec, cluster: ClusterSpec, c, s, lay: Layouts, T, hw: Hardware, g: Gemm, bw,
+                 grp, rc: Recompute, st: Stack, params: TrainParams, precision: str,
+                 calibration: Calibration | None, coll) -> tuple[LayerTime, object]:
+    """One layer and micro-batch by term, weighted over the dense and MoE layer shares (:class:`LayerTime`),
+    and the layouts' MoE overlap code: GEMMs and element-wise kernels, attention core, recompute, exposed
+    TP / CP / EP communication, the host's kernel launches and the MoE dispatcher's host sync."""
+    full_f = rc.full_fraction
+    passes = rc.passes
+    tp_layer, tp_kernels = tp_exposed(lay, T, c.h, passes, coll, grp.tp, hw, params)
+    core = attention_core(c, s, lay, T, hw, g, params, bw)
+    cp_exp = cp_exposed(c, s, lay, core, full_f, coll, grp.cp, params)
+    lt = LayerTime()
+    # MoE (moe.py): expert groups, load of the busiest rank, dispatch/combine and its overlap mode
+    eg = expert_groups(lay, hw.gpus_per_node, ranks_per_node)
+    load = imbalance(model, params, st.moe_force_balanced)
+    moe_code = overlap_code(lay, st.moe_overlaps, bool(model.moe and model.moe.shared_experts))
+    for moe, share in ((False, 1.0 - c.moe_share), (True, c.moe_share)):
+        if share <= 0:
+            continue
+        ffn = ffn_cost(model, c, lay, T, g, moe, params, eg, load)
+        lc = layer_compute(c, lay, T, g, bw, precision, ffn, st.fp8_recipe)
+        compute = lc.fwd_s + lc.bwd_s + core.fwd_s + core.bwd_s + rc.layer_s(
+            lc.fwd_s, core.fwd_s, module_recompute_s(c, lay, T, g, bw, ffn, core.fwd_s, moe),
+            op_sac_recompute_share(model, moe))
+        a2a = dispatch_combine_s(model, cluster, c, lay, T, eg, st.moe_dispatcher, precision, load,
+                                 calibration) if moe else 0.0
+        ep_exp = ep_exposed(a2a, passes, moe_code, compute, ffn.shared_s, params) if moe else 0.0
+        if moe and st.moe_host_sync:
+            lt.sync = lt.sync + share * sync_stall(ffn, a2a, full_f, params, BWD_KERNEL_FACTOR)
+        kernels = (lc.kernels + core.kernels + tp_kernels) * (1 + BWD_KERNEL_FACTOR + full_f) + \
+            rc.extra_kernels(lc.kernels)
+        lt.gpu = lt.gpu + share * (compute + tp_layer + cp_exp + ep_exp)
+        lt.host = lt.host + share * kernels * params.kernel_host_overhead_s
+        lt.backward = lt.backward + share * (lc.bwd_s + core.bwd_s)
+        lt.forward = lt.forward + share * (lc.fwd_s + core.fwd_s)
+        lt.compute = lt.compute + share * compute
+        lt.tp = lt.tp + share * tp_layer
+        lt.cp = lt.cp + share * cp_exp
+        lt.ep = lt.ep + share * ep_exp
+    return lt, moe_code
