@@ -33,6 +33,7 @@ EVALUATORS: dict[str, str] = {
     "reliability": "clustertwin.reliability.validation:evaluate",
     "hpl": "clustertwin.hpc.validation:evaluate",
     "data_loading": "clustertwin.datapath.validation:evaluate",
+    "gemm": "clustertwin.train.gemm_validation:evaluate",
 }
 
 

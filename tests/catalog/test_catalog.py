@@ -36,7 +36,7 @@ SCALE_UP_PER_DIRECTION_GB_PER_S: dict[str, float] = {
 }
 
 #: parts with NVLink SHARP through NVSwitch (Hopper and later)
-NVLS_GPUS = {"h100-sxm", "h200-sxm", "h800-sxm", "h20", "b200", "gb200", "gh200", "h100-sxm-64gb"}
+NVLS_GPUS = {"h100-sxm", "h200-sxm", "h800-sxm", "h20", "b200", "gb200", "gh200", "h100-sxm-64gb", "b300", "gb300"}
 
 #: parts without tensor/matrix units (no TF32/BF16/FP16-tensor/FP8 peaks)
 NO_TENSOR_UNITS = {"k80"}
@@ -87,7 +87,8 @@ def test_gpu_dense_peaks_are_sane(gpu_id: str) -> None:
     if g.fp64_tflops is not None and g.fp64_tensor_tflops is not None:
         assert g.fp64_tflops <= g.fp64_tensor_tflops
     if g.fp4_tflops is not None and g.fp8_tflops is not None:
-        assert g.fp8_tflops < g.fp4_tflops <= 2 * g.fp8_tflops
+        # FP4 is twice FP8, except Blackwell Ultra's NVFP4 tensor cores (B300 / GB300: 3x)
+        assert g.fp8_tflops < g.fp4_tflops <= (3 if gpu_id in ("b300", "gb300") else 2) * g.fp8_tflops
     half_precision = g.peak_tflops("fp16")
     if gpu_id in NO_TENSOR_UNITS:
         assert half_precision is None and g.bf16_tflops is None and g.fp8_tflops is None

@@ -8,7 +8,7 @@ from tests.conftest import run_cli
 
 
 def test_explain_names_storage_when_read_is_starved():
-    r = run_cli("explain", "--storage-read", "0.01", "--json")
+    r = run_cli("explain", "-b", "1024", "--storage-read", "0.01", "--json")
     assert r.code == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["bottleneck"] == "storage"
@@ -24,5 +24,5 @@ def test_explain_names_the_network_on_1gbe():
 
 def test_explain_bad_input():
     for args in (["--placement", "packed"], ["--data", "imagenet"], ["--storage-read", "-1"]):
-        r = run_cli("explain", *args)
+        r = run_cli("explain", "-b", "1024", *args)
         assert r.code == 2 and r.stderr.startswith("error:") and "Traceback" not in r.stderr

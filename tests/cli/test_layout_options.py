@@ -59,7 +59,8 @@ def test_explain_takes_the_estimated_layout(cli) -> None:
 
 
 def test_explain_names_a_layout_that_does_not_fit(cli) -> None:
-    r = cli("explain", "-m", "llama3-70b", "--gpus", "512", "--tp", "1", "--pp", "1", "--no-sp", "--zero", "0")
+    r = cli("explain", "-m", "llama3-70b", "--gpus", "512", "-b", "1024", "--tp", "1", "--pp", "1",
+            "--no-sequence-parallel", "--zero", "0")
     assert r.code == 0, r.stderr
     assert "does not fit" in r.stdout and "inf s" not in r.stdout and "inf%" not in r.stdout
 

@@ -70,8 +70,8 @@ def test_grammars_are_fast_on_adversarial_input(check) -> None:
 
 CLI = [
     ("k8s", "--rdma-resource", "rdma/" + LONG), ("k8s", "--rdma-resource", "gpu"),
-    ("k8s", "--rdma-resource", "kubernetes.io/rdma"), ("k8s", "--image", "Bad Image"),
-    ("k8s", "--image", "nvcr.io/nvidia/pytorch:25.01-py3\nkind: Secret"), ("k8s", "--image", LONG),
+    ("k8s", "--rdma-resource", "kubernetes.io/rdma"), ("k8s", "--container-image", "Bad Image"),
+    ("k8s", "--container-image", "nvcr.io/nvidia/pytorch:25.01-py3\nkind: Secret"), ("k8s", "--container-image", LONG),
     ("k8s", "--topology-label", "a" * 300), ("slurm", "--ib-hca", "mlx5_0:1;touch PWNED"),
     ("slurm", "--ib-hca", "=mlx5_0:1," + LONG), ("k8s", "--ib-hca", "mlx5_0:999"),
     ("slurm", "--socket-ifname", "eth0:1"), ("k8s", "--socket-ifname", "^lo,,docker"),
@@ -121,7 +121,7 @@ def _containers(doc: object):
 PIECES = ["a", "Z", "9", "_", "-", ".", "/", ":", "@", "#", "^", "=", ",", " ", "\n", "$", ";", "\x00", "\u2028",
           "mlx5_0", "eth0", "nvcr.io", "sha256:" + "0" * 32, "a" * 70]
 texts = st.lists(st.sampled_from(PIECES), min_size=1, max_size=8).map("".join)
-OPTS = {"--rdma-resource": g.extended_resource, "--image": g.image_reference, "--topology-label": g.label_key,
+OPTS = {"--rdma-resource": g.extended_resource, "--container-image": g.image_reference, "--topology-label": g.label_key,
         "--ib-hca": g.ib_hca, "--socket-ifname": g.socket_ifname}
 
 

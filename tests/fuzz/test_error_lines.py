@@ -127,7 +127,7 @@ INFER_OPTIONS = [(("--max-replicas", "0"), "error: --max-replicas: must be a who
                  (("--prefill-replicas", "0"), "error: --prefill-replicas: "),
                  (("--tp", "3"), "error: --tp: "),
                  (("--window-s", "0.00001"), "error: --window-s: "),
-                 (("--num-prompts", "0"), "error: --num-prompts: "),
+                 (("--num-requests", "0"), "error: clustertwin infer simulate: --num-requests must be >= 1"),
                  (("--model", "nope"), "error: unknown model 'nope'")]
 
 

@@ -64,7 +64,7 @@ FLAGS = [
     (("infer", "estimate", "--gpus", "1", "--num-requests", "-5"), "--num-requests must be >= 1"),
     (("infer", "estimate", "--gpus", "1", "--request-rate", "nan"), "--request-rate must be a finite"),
     (("infer", "estimate", "--gpus", "1", "--length-cv", "nan"), "--length-cv must be a finite"),
-    (("infer", "size", "--qps", "nan", "--slo-ttft-ms", "1", "--slo-tpot-ms", "1"), "--qps must be a finite"),
+    (("infer", "size", "--request-rate", "nan", "--slo-ttft-ms", "1", "--slo-tpot-ms", "1"), "--request-rate must be a finite"),
     (("comm", "all_reduce", "--step-factor", "nan"), "--step-factor must be a finite"),
     (("comm", "all_reduce", "-b", "1.5.5K"), "size '1.5.5K'"),
     (("train", "search", "--gpus", "64", "-b", "64", "--ep", "9999999999999999999"), "--ep must be at most"),

@@ -63,10 +63,17 @@ def test_cli_estimate_json_and_errors() -> None:
         assert len(res.stderr.strip().splitlines()) == 1
 
 
+#: 2026 parts with no public list price yet (Blackwell Ultra): they carry none rather than a guess
+UNPRICED = {"b300", "gb300", "dgx-b300", "gb300-nvl72"}
+
+
 @pytest.mark.parametrize("kind", ["gpu", "node"])
 def test_everything_the_catalog_can_buy_has_a_sourced_price(kind: str) -> None:
     for entry_id in catalog.ids(kind):
         e = catalog.get(kind, entry_id)
+        if entry_id in UNPRICED:
+            assert e.price_usd is None, entry_id
+            continue
         assert e.price_usd and e.price_confidence in CONFIDENCES, entry_id
         source = e.source if isinstance(e.source, str) else " ".join(e.source)
         assert "price" in source.lower() or "$" in source, entry_id

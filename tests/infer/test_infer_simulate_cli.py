@@ -69,6 +69,6 @@ def test_hostile_simulate_options_exit_2(cli, args):
 
 def test_size_trace_rejects_options_it_would_ignore(cli):
     base = ["infer", "size", "--trace", "synthetic:poisson", "--slo-ttft-ms", "1000"]
-    for extra in (["--qps", "5"], ["--disaggregated"]):
+    for extra in (["--disaggregated"],):  # --request-rate rescales a trace (infer size --help)
         r = cli(*base, *extra)
         assert r.code == 2 and len(r.stderr.strip().splitlines()) == 1

@@ -86,7 +86,7 @@ def test_cli_writes_the_report(cli, tmp_path: Path) -> None:
     cluster.write_text("name: tiny\nnode: dgx-h100\nnodes: 2\nnetwork: {fabric: ib-ndr, topology: fat-tree}\n")
     out = tmp_path / "r.html"
     r = cli("report", "--cluster", str(cluster), "--model", "llama3-8b", "--global-batch", "64", "--trials", "20",
-            "--out", str(out), "--json")
+            "--output", str(out), "--json")
     assert r.code == 0, r.stderr
     assert json.loads(r.stdout)["sections"] == ["plan", "scaling", "breakdown", "path", "comm", "reliability",
                                                     "infer", "hpc"]
@@ -97,13 +97,14 @@ def test_cli_writes_the_report(cli, tmp_path: Path) -> None:
     (("--model", "llama3-70c"), "did you mean 'llama3-70b'"),
     (("--trace", "missing.swf"), "trace file not found"),
     (("--trials", "0"), "--trials must be >= 1"),
-    (("--qps", "0"), "--qps must be > 0"),  # the CLI-wide numeric guard answers first
+    (("--request-rate", "0"), "--request-rate must be > 0"),  # the CLI-wide numeric guard answers first
+    (("--qps", "0"), "--request-rate must be > 0 (got 0) (given as --qps)"),  # the old spelling, checked the same
     (("--input-len", "0"), "--input-len must be >= 1"),
     (("--infer-precision", "fp7"), "unsupported precision 'fp7'"),
 ])
 def test_cli_bad_input_is_one_line_exit_2(cli, tmp_path: Path, args, message) -> None:
     """Bad input exits 2 with one line naming the problem."""
-    r = cli("report", "--out", str(tmp_path / "r.html"), *args)
+    r = cli("report", "--output", str(tmp_path / "r.html"), "-b", "64", *args)
     assert r.code == 2
     assert message in r.stderr and r.stderr.count("\n") == 1
 

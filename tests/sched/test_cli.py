@@ -48,7 +48,7 @@ def test_strict_is_fatal_with_exit_2(cli):
 
 def test_bad_inputs_exit_2(cli):
     for args in (["--format", "pai"], ["--format", "swf", "--policy", "lifo"],
-                 ["--format", "swf", "--placement", "random"]):
+                 ["--format", "swf", "--placement", "scatter"]):
         r = cli("sched", "simulate", "--trace", str(F / "small.swf"), *args)
         assert r.code == 2, args
         assert "Traceback" not in r.stderr and r.stderr.startswith("error:")

@@ -90,7 +90,7 @@ def comm_command(
     placement: str | None = typer.Option(
         None, "--placement",
         help="Explicit GPU indices: FILE or LIST of ranges, e.g. 0-7,64-71 (nodes:0,8 for whole nodes)."),
-    gpus_per_process: int = typer.Option(1, "--gpus-per-process", "-g",
+    gpus_per_process: int = typer.Option(1, "--gpus-per-process",
                                          help="GPUs one process drives (nccl-tests -g; launches are serial)."),
     cuda_graph: bool = typer.Option(False, "--cuda-graph", "-G", help="Launch from CUDA graphs (nccl-tests -G)."),
     nccl_version: str | None = typer.Option(None, "--nccl-version",

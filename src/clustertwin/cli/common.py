@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 import math
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +28,35 @@ DEFAULT_CLUSTER = "ref-1k-h100"
 
 ClusterOpt = typer.Option(DEFAULT_CLUSTER, "--cluster", "-c", help="Cluster catalog id or YAML/JSON file.")
 JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON instead of tables.")
+
+
+# ------------------------------------------------------------------------- options from spec fields
+def literal_choices(spec: type[BaseModel], name: str) -> tuple[str, ...]:
+    """The values a Literal field of ``spec`` (or a tuple / optional of Literals) admits; () for a free value."""
+    ann = spec.model_fields[name].annotation
+    while typing.get_origin(ann) is not typing.Literal and typing.get_args(ann):
+        ann = typing.get_args(ann)[0]
+    return tuple(str(a) for a in typing.get_args(ann)) if typing.get_origin(ann) is typing.Literal else ()
+
+
+def spec_help(spec: type[BaseModel], name: str, *, not_given: str | None = None) -> str:
+    """Help text of the option that sets ``spec.name``: the field's docstring (inline code marks dropped), its
+    choices when the docstring does not name them all, and its default (or ``not_given``: what a value not
+    given becomes)."""
+    f = spec.model_fields[name]
+    text = " ".join((f.description or "").replace("``", "").split())
+    choices = literal_choices(spec, name)
+    if choices and not all(c in text for c in choices):
+        text = text.rstrip(".") + f". One of: {', '.join(choices)}."
+    default = not_given or (None if f.default in (None, (), "") else f"default {f.default}")
+    return f"{text} ({default})" if default else text
+
+
+def spec_option(spec: type[BaseModel], name: str, *decls: str, **kw: Any) -> Any:
+    """A typer option for ``spec.name`` whose default and help are the field's (``kw`` adds typer settings)."""
+    f = spec.model_fields[name]
+    default = kw.pop("default", None if f.is_required() else f.default)
+    return typer.Option(default, *decls, help=kw.pop("help", None) or spec_help(spec, name), **kw)
 
 
 def load_cluster(ref: str | Path) -> specs.ClusterSpec:
@@ -65,7 +97,7 @@ def require_gpus(value: int | None, flag: str = "--gpus") -> int | None:
 ForceCalOpt = typer.Option(False, "--force", help="Apply a calibration measured on another GPU than the cluster's.")
 
 
-def check_output_path(path: Path, option: str = "--out") -> Path:
+def check_output_path(path: Path, option: str = "--output") -> Path:
     """``path`` if a file can be created there; a missing directory or a directory in its place is a
     one-line SpecError naming the option, raised before any work starts."""
     parent = path.parent if str(path.parent) else Path(".")
@@ -113,11 +145,13 @@ def _is_number(cell: str) -> bool:
 
 
 class FitTable(Table):
-    """A rich table that never truncates a number.
+    """A rich table that never truncates a number and always stays a table.
 
-    Columns whose cells are all numbers keep their full width (``min_width`` = longest cell or header word); text
-    columns fold. When even that cannot fit the terminal, the table prints vertically: one block per row,
-    ``column: value`` per line (so ``COLUMNS=80`` shows every figure whole).
+    Columns whose cells are all numbers keep their full width (``min_width`` = longest cell or header word);
+    text columns and headers fold. When even that cannot fit the terminal (``COLUMNS=80``, or a pipe, which
+    rich treats as 80 columns), the table drops to a narrower layout: its columns are split into consecutive
+    parts, each a table that fits and repeats the leading columns that label a row, so every figure prints
+    whole and each row keeps its label.
     """
 
     def _min_widths(self) -> list[int]:
@@ -132,6 +166,33 @@ class FitTable(Table):
                 widths.append(max(min(header_word, 12), min(longest_word, 12)))
         return widths
 
+    def _key_count(self, mins: list[int], max_width: int) -> int:
+        """How many leading columns label a row: the shortest prefix (at most 3 columns, half the width)
+        whose cells tell every row apart; 1 when none does."""
+        cells = [[str(c) for c in col._cells] for col in self.columns]
+        for k in range(1, min(3, len(mins) - 1) + 1):
+            if sum(mins[:k]) + 3 * k > max_width // 2:
+                break
+            if len(set(zip(*cells[:k], strict=True))) == len(cells[0]):
+                return k
+        return 1
+
+    @staticmethod
+    def _parts(mins: list[int], keys: int, max_width: int) -> list[list[int]]:
+        """Column indices of each part: the ``keys`` label columns plus as many following columns as fit (at
+        least one)."""
+        parts: list[list[int]] = []
+        label = list(range(keys))
+        cur = list(label)
+        for i in range(keys, len(mins)):
+            width = sum(mins[j] for j in cur) + mins[i] + 3 * (len(cur) + 1) + 1
+            if width > max_width and len(cur) > keys:
+                parts.append(cur)
+                cur = list(label)
+            cur.append(i)
+        parts.append(cur)
+        return parts
+
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         mins = self._min_widths()
         chrome = 3 * len(mins) + 1  # borders and one space of padding each side
@@ -140,16 +201,13 @@ class FitTable(Table):
                 col.min_width = width
             yield from super().__rich_console__(console, options)
             return
-        if self.title:
-            yield Text(str(self.title), style="bold", overflow="fold")
-        headers = [str(c.header) for c in self.columns]
-        pad = max(len(h) for h in headers)
-        rows = list(zip(*[[str(c) for c in col._cells] for col in self.columns], strict=True))
-        for i, row in enumerate(rows):
-            for h, v in zip(headers, row, strict=True):
-                yield Text(f"  {h.ljust(pad)}  {v}", overflow="fold")
-            if i < len(rows) - 1:
-                yield Text("")
+        keys = self._key_count(mins, options.max_width)
+        for n, part in enumerate(self._parts(mins, keys, options.max_width)):
+            sub = copy.copy(self)
+            sub.columns = [dataclasses.replace(self.columns[i], min_width=mins[i]) for i in part]
+            if n:
+                sub.title = None
+            yield sub
 
 
 def table(title: str | None, columns: list[str], rows: list[list[Any]], **kw: Any) -> Table:

@@ -3,6 +3,7 @@ workload on one cluster, each stage's capacity and demand, and the bottleneck na
 
 from __future__ import annotations
 
+import typing
 from typing import Any
 
 import typer
@@ -44,8 +45,12 @@ from clustertwin.cli.layout_options import (
     layout_from_params,
     resolve_layout,
 )
-from clustertwin.errors import SpecError
+from clustertwin.errors import SpecError, did_you_mean
 from clustertwin.explain import explain
+from clustertwin.topology.traffic import PlacementKind
+
+PLACEMENTS = typing.get_args(PlacementKind)
+"""What explain places a job on (node lists are train estimate's alone)."""
 
 
 def explain_command(
@@ -76,16 +81,13 @@ def explain_command(
     precision: str = PrecOpt,
     stack: str = StackOpt,
     dataset: str = DatasetOpt,
-    data: str = typer.Option(None, "--data", hidden=True, help="Old spelling of --dataset."),
     storage_read: float = typer.Option(None, "--storage-read", help="Override the storage read GB/s."),
-    placement: str = typer.Option("contiguous", "--placement", help="contiguous, scattered or random."),
+    placement: str = typer.Option(PLACEMENTS[0], "--placement", help=f"Job nodes: {', '.join(PLACEMENTS)}."),
     json_out: bool = JsonOpt,
 ) -> None:
     """Walk the path of one training job and name the bottleneck. With no layout option the best layout of
     the layout search is explained; with any, the layout they describe (the rest as train estimate fills it)."""
     e = explain_result(**{k: v for k, v in locals().items() if k != "json_out"})
-    if data is not None:
-        typer.echo("warning: --data is deprecated; use --dataset", err=True)
     if json_out:
         print_json(e.to_dict())
         return
@@ -99,21 +101,20 @@ def explain_command(
 
 
 def explain_result(*, cluster: str, model: str, global_batch: int, gpus: int | None, seq_len: int | None,
-                   precision: str, stack: str, dataset: str, data: str | None, storage_read: float | None,
+                   precision: str, stack: str, dataset: str, storage_read: float | None,
                    placement: str, **layout: Any) -> Any:
     """The explanation ``clustertwin explain`` prints for its arguments (``e.to_dict()`` is its ``--json``;
     shared with the web API)."""
     args = layout
     require_gpus(gpus)
-    if data is not None:  # the warning waits for a successful run: an exit-2 run prints its error line alone
-        dataset = data
     c = load_cluster(cluster)
     if storage_read is not None:
         if not storage_read > 0:
             raise SpecError(f"--storage-read must be > 0 GB/s (got {storage_read})")
         c = c.model_copy(update={"storage": c.storage.model_copy(update={"read_gb_per_s": float(storage_read)})})
-    if placement not in ("contiguous", "scattered", "random"):
-        raise SpecError(f"--placement must be contiguous, scattered or random (got {placement!r})")
+    if placement not in PLACEMENTS:
+        raise SpecError(f"--placement must be one of {', '.join(PLACEMENTS)} (got {placement[:40]!r})"
+                        f"{did_you_mean(placement, PLACEMENTS)}")
     m = load_model(model)
     if seq_len:
         m = m.model_copy(update={"seq_len": seq_len})

@@ -24,6 +24,9 @@ infer_app = typer.Typer(help="LLM inference: latency, throughput, KV cache, sizi
 
 ModelOpt = typer.Option("llama3-8b", "--model", "-m", help="Model catalog id or YAML/JSON file.")
 CalOpt = typer.Option(None, "--calibration", help="Calibration file (infer: overrides of InferParams).")
+PERCENT_RANGE = (50.0, 100.0)
+"""``--percentile`` and ``--attainment``, in percent: [50, 100), the sizing model's ``[0.5, 1)``
+(``clustertwin.infer.sizing.size``)."""
 
 
 def _node(node: str | None, gpu: str | None, gpus: int):
@@ -50,7 +53,7 @@ def estimate_command(
     concurrency: int = typer.Option(None, "--concurrency", "--max-concurrency",
                                     help="Closed-loop concurrent requests (vLLM --max-concurrency)."),
     request_rate: float = typer.Option(None, "--request-rate", help="Poisson arrivals, requests/s."),
-    num_requests: int = typer.Option(1000, "--num-requests", "--num-prompts",
+    num_requests: int = typer.Option(1000, "--num-requests",
                                      help="Requests in a --request-rate run (vLLM --num-prompts)."),
     length_cv: float = typer.Option(0.0, "--length-cv", help="Coefficient of variation of lengths (lognormal)."),
     chunked: bool = typer.Option(True, "--chunked-prefill/--no-chunked-prefill", help="Split prompts over iterations."),
@@ -102,7 +105,8 @@ def _print_estimate(est: Any) -> None:
 
 @infer_app.command("size")
 def size_command(
-    qps: float = typer.Option(None, "--qps", help="Requests per second to serve (without --trace)."),
+    request_rate: float = typer.Option(None, "--request-rate", help="Requests per second to serve; with --trace, "
+                                       "the mean rate the trace's times are rescaled to (default: the trace's)."),
     input_len: int = typer.Option(None, "--input-len", help="Prompt tokens (synthetic trace: mean)."),
     output_len: int = typer.Option(None, "--output-len", help="Generated tokens (synthetic trace: mean)."),
     slo_ttft_ms: float = typer.Option(..., "--slo-ttft-ms", help="TTFT SLO at the percentile, ms."),
@@ -112,19 +116,19 @@ def size_command(
     node: list[str] = typer.Option(["dgx-h100"], "--node", "-n", help="Node types to consider (repeatable)."),
     tp: list[int] = typer.Option([], "--tp", help="TP degrees to consider (repeatable; default 1,2,4,8)."),
     precision: list[str] = typer.Option(["bf16", "fp8"], "--precision", "-p", help="Weight precisions (repeatable)."),
-    percentile: float = typer.Option(90.0, "--percentile", help="SLO percentile (50-99.9); with --trace the "
-                                     "default attainment is 99."),
+    percentile: float = typer.Option(90.0, "--percentile", help=f"SLO percentile, in [{PERCENT_RANGE[0]:g}, "
+                                     f"{PERCENT_RANGE[1]:g}); with --trace the default attainment is 99."),
     disaggregated: bool = typer.Option(False, "--disaggregated", help="Separate prefill and decode pools."),
     usd_per_gpu_hour: float = typer.Option(None, "--usd-per-gpu-hour", help="Override the GPU-hour price."),
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Check the winner with the simulator."),
-    trace: str = _fleet.TraceOpt, fmt: str = _fleet.FormatOpt, num_prompts: int = _fleet.NumPromptsOpt,
-    request_rate: float = _fleet.RateOpt,
+    trace: str = _fleet.TraceOpt, fmt: str = _fleet.FormatOpt, num_requests: int = _fleet.NumRequestsOpt,
     attainment: float = typer.Option(None, "--attainment", help="With --trace: share of requests (%) that "
-                                     "must meet the SLOs (default 99)."),
-    router: str = typer.Option("least-outstanding", "--router", help="With --trace: round-robin, "
-                               "least-outstanding, prefix."),
-    batching: str = typer.Option("continuous", "--batching", help="With --trace: continuous or static."),
-    weights_from: str = typer.Option("nvme", "--weights-from", help="With --trace: cold start path."),
+                                     f"must meet the SLOs, in [{PERCENT_RANGE[0]:g}, {PERCENT_RANGE[1]:g}) "
+                                     "(default 99)."),
+    router: str = _fleet.policy_option("router", "--router", help=f"With --trace: {', '.join(_fleet.fleet.ROUTERS)}."),
+    batching: str = _fleet.policy_option("batching", "--batching", help="With --trace: continuous or static."),
+    weights_from: str = _fleet.policy_option("weights_from", "--weights-from", help="With --trace: cold start path, "
+                                       f"{', '.join(_fleet.fleet.WEIGHT_PATHS)}."),
     autoscale: bool = typer.Option(True, "--autoscale/--no-autoscale", help="With --trace: also size an "
                                    "autoscaled policy."),
     duration_s: float = _fleet.DurationOpt, peak_to_mean: float = _fleet.PeakOpt,
@@ -137,18 +141,18 @@ def size_command(
     """GPUs, TP and precision that serve QPS within the TTFT/TPOT SLOs at least cost; cost per 1M tokens."""
     m, nodes = size_inputs(model, node, percentile)
     if trace is not None:
-        if qps is not None or disaggregated:
-            raise SpecError("--trace sizes for the trace's own arrivals: drop --qps (rescale with --request-rate); "
-                            "disaggregated pools are simulated by 'infer simulate --disaggregated'")
+        if disaggregated:
+            raise SpecError("--trace sizes for the trace's own arrivals: disaggregated pools are simulated by "
+                            "'infer simulate --disaggregated'")
         with _fleet.option_names(size_command):
-            tr = _fleet.load_trace(trace, fmt, num_prompts, request_rate, duration_s, peak_to_mean, burst_fraction,
+            tr = _fleet.load_trace(trace, fmt, num_requests, request_rate, duration_s, peak_to_mean, burst_fraction,
                                    burstiness, period_s, input_len or 1024, output_len or 256, length_cv,
                                    prefix_groups, prefix_tokens, seed, window_s)
         _size_trace(m, nodes, tr, slo_ttft_ms, slo_tpot_ms, 99.0 if attainment is None else attainment, tp,
                     precision, router, batching, weights_from, autoscale, usd_per_gpu_hour, window_s, calibration,
                     json_out)
         return
-    res = size_result(m, nodes, qps=qps, input_len=input_len, output_len=output_len, slo_ttft_ms=slo_ttft_ms,
+    res = size_result(m, nodes, request_rate=request_rate, input_len=input_len, output_len=output_len, slo_ttft_ms=slo_ttft_ms,
                       slo_tpot_ms=slo_tpot_ms, tp=tp, precision=precision, percentile=percentile,
                       disaggregated=disaggregated, usd_per_gpu_hour=usd_per_gpu_hour, verify=verify,
                       calibration=calibration)
@@ -158,7 +162,7 @@ def size_command(
     rows = [[c.node, c.tp, c.precision, c.replica_qps, c.replicas, c.gpus, c.usd_per_hour,
              c.usd_per_million_output_tokens, c.batch, c.ttft_ms, c.tpot_ms, "yes" if c.feasible else c.reason]
             for c in res.candidates]
-    console.print(_fleet.whole_table(f"infer size: {m.id or m.name}, {qps:g} req/s, {input_len} in / {output_len} out, "
+    console.print(_fleet.whole_table(f"infer size: {m.id or m.name}, {request_rate:g} req/s, {input_len} in / {output_len} out, "
                         f"p{percentile:g} TTFT <= {slo_ttft_ms:g} ms, TPOT <= {slo_tpot_ms:g} ms",
                         ["node", "tp", "precision", "req/s per replica", "replicas", "GPUs", "USD/h",
                          "USD/1M out tok", "batch", "TTFT ms", "TPOT ms", "feasible"], rows))
@@ -182,21 +186,21 @@ def size_inputs(model: str, node: list[str], percentile: float) -> tuple[Any, li
     """The model and node specs of ``infer size``, the percentile checked first."""
     from clustertwin import specs
 
-    if not 50 <= percentile < 100:
-        raise SpecError("--percentile must be in [50, 100)")
+    if not PERCENT_RANGE[0] <= percentile < PERCENT_RANGE[1]:
+        raise SpecError(f"--percentile must be in [{PERCENT_RANGE[0]:g}, {PERCENT_RANGE[1]:g})")
     return load_model(model), [specs.load(specs.NodeSpec, n, kind="node") for n in node]
 
 
-def size_result(m: Any, nodes: list[Any], *, qps: float | None, input_len: int | None, output_len: int | None,
+def size_result(m: Any, nodes: list[Any], *, request_rate: float | None, input_len: int | None, output_len: int | None,
                 slo_ttft_ms: float, slo_tpot_ms: float | None, tp: list[int], precision: list[str],
                 percentile: float, disaggregated: bool, usd_per_gpu_hour: float | None, verify: bool,
                 calibration: str | None) -> Any:
     """``infer size`` without a trace (``jsonable`` of it is its ``--json``; shared with the web API)."""
     from clustertwin.infer import size
 
-    if qps is None or input_len is None or output_len is None or slo_tpot_ms is None:
-        raise SpecError("without --trace, give --qps, --input-len, --output-len and --slo-tpot-ms")
-    return size(m, nodes, qps=qps, input_len=input_len, output_len=output_len, slo_ttft_ms=slo_ttft_ms,
+    if request_rate is None or input_len is None or output_len is None or slo_tpot_ms is None:
+        raise SpecError("without --trace, give --request-rate, --input-len, --output-len and --slo-tpot-ms")
+    return size(m, nodes, qps=request_rate, input_len=input_len, output_len=output_len, slo_ttft_ms=slo_ttft_ms,
                 slo_tpot_ms=slo_tpot_ms, tps=tp or None, precisions=precision, percentile=percentile / 100,
                 disaggregated=disaggregated, usd_per_gpu_hour_override=usd_per_gpu_hour, verify=verify,
                 calibration=load_calibration(calibration))
@@ -206,8 +210,8 @@ def _size_trace(m, nodes, tr, slo_ttft_ms, slo_tpot_ms, attainment, tp, precisio
                 autoscale, usd_per_gpu_hour, window_s, calibration, json_out) -> None:
     from clustertwin.infer.sizing_trace import size_for_trace
 
-    if not 50 <= attainment < 100:
-        raise SpecError("--attainment must be in [50, 100)")
+    if not PERCENT_RANGE[0] <= attainment < PERCENT_RANGE[1]:
+        raise SpecError(f"--attainment must be in [{PERCENT_RANGE[0]:g}, {PERCENT_RANGE[1]:g})")
     with _fleet.option_names(size_command):  # validate everything before printing anything
         res = size_for_trace(m, nodes, tr, slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms,
                              attainment=attainment / 100, tps=tp or None, precisions=precision, router=router,

@@ -3,6 +3,7 @@ and the trace options shared with ``infer size --trace``."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -14,11 +15,16 @@ import typer
 from clustertwin.cli.common import console, err_console, load_calibration, load_model, print_json, table
 from clustertwin.cli.option_errors import option_names as _option_names
 from clustertwin.errors import SpecError
+from clustertwin.infer import fleet
+
+POLICY_DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(fleet.FleetPolicy)}
+"""FleetPolicy field -> its default: the fleet options of ``infer simulate`` and ``infer size --trace``."""
 
 TraceOpt = typer.Option(None, "--trace", help="Trace file (Azure LLM CSV, BurstGPT CSV, Mooncake JSONL) or "
                         "synthetic:poisson|bursty|diurnal.")
 FormatOpt = typer.Option(None, "--format", help="Trace format: azure, burstgpt, mooncake (default: detected).")
-NumPromptsOpt = typer.Option(None, "--num-prompts", help="Use the first N requests of the trace.")
+NumRequestsOpt = typer.Option(None, "--num-requests", help="Use the first N requests of the trace "
+                               "(vLLM --num-prompts).")
 RateOpt = typer.Option(None, "--request-rate", help="Mean requests/s: rescales a trace file's times; the "
                        "synthetic mean rate (default 10).")
 DurationOpt = typer.Option(600.0, "--duration-s", help="Synthetic: trace length, s.")
@@ -35,7 +41,7 @@ SeedOpt = typer.Option(0, "--seed", help="Synthetic: random seed.")
 WindowOpt = typer.Option(60.0, "--window-s", help="Reporting / burst window, s.")
 
 
-def load_trace(trace: str | None, fmt: str | None, num_prompts: int | None, request_rate: float | None,
+def load_trace(trace: str | None, fmt: str | None, num_requests: int | None, request_rate: float | None,
                duration_s: float, peak_to_mean: float, burst_fraction: float, burstiness: float,
                period_s: float, input_len: int, output_len: int, length_cv: float, prefix_groups: int,
                prefix_tokens: int, seed: int, window_s: float):
@@ -47,7 +53,7 @@ def load_trace(trace: str | None, fmt: str | None, num_prompts: int | None, requ
 
     if trace is None:
         raise SpecError("--trace is required (a trace file or synthetic:poisson|bursty|diurnal)")
-    inputs.count("num_prompts", num_prompts)
+    inputs.count("num_requests", num_requests)
     inputs.positive("request_rate", request_rate)
     if trace.startswith("synthetic:"):
         tr = generate(SyntheticSpec(kind=trace.split(":", 1)[1], rate=request_rate or 10.0, duration_s=duration_s,
@@ -59,8 +65,8 @@ def load_trace(trace: str | None, fmt: str | None, num_prompts: int | None, requ
         tr = read_trace(Path(trace), fmt)
         if request_rate is not None:
             tr = tr.with_rate(request_rate)
-    if num_prompts is not None:
-        tr = tr.head(num_prompts)
+    if num_requests is not None:
+        tr = tr.head(num_requests)
     return tr
 
 
@@ -94,7 +100,7 @@ def _deployment(model: str, node: str | None, gpu: str | None, tp: int, precisio
 
 def whole_table(title: str | None, columns: list[str], rows: list[list[Any]]):
     """A table whose number cells are never cut (:class:`clustertwin.cli.common.FitTable`: numeric columns keep
-    their width; a table that cannot fit prints one block per row)."""
+    their width; a table that cannot fit splits into parts that repeat the row labels)."""
     from clustertwin.cli.common import table
 
     return table(title, columns, rows)
@@ -122,36 +128,46 @@ def _summary_rows(m: dict[str, Any], info: dict[str, Any]) -> list[list[Any]]:
     return rows
 
 
+def policy_option(name: str, *decls: str, help: str) -> Any:
+    """The option that sets ``FleetPolicy.name``, with the policy's default (never a copy of it)."""
+    return typer.Option(POLICY_DEFAULTS[name], *decls, help=help)
+
+
 def simulate_command(
-    trace: str = TraceOpt, fmt: str = FormatOpt, num_prompts: int = NumPromptsOpt, request_rate: float = RateOpt,
+    trace: str = TraceOpt, fmt: str = FormatOpt, num_requests: int = NumRequestsOpt, request_rate: float = RateOpt,
     model: str = typer.Option("llama3-8b", "--model", "-m", help="Model catalog id or YAML/JSON file."),
     node: str = typer.Option(None, "--node", "-n", help="Node catalog id or file (default dgx-h100)."),
     gpu: str = typer.Option(None, "--gpu", help="GPU catalog id (a node of that GPU), instead of --node."),
     tp: int = typer.Option(2, "--tp", help="Tensor-parallel degree of one replica."),
     precision: str = typer.Option("fp8", "--precision", "-p", help="Weights: fp16, bf16, fp8, int8, int4, fp4."),
     kv_precision: str = typer.Option(None, "--kv-precision", help="KV cache precision (default by weights)."),
-    replicas: int = typer.Option(1, "--replicas", help="Fixed fleet size (initial size with --autoscale)."),
-    router: str = typer.Option("least-outstanding", "--router", help="round-robin, least-outstanding, prefix."),
-    autoscale: bool = typer.Option(False, "--autoscale", help="Scale replicas on a target metric."),
-    min_replicas: int = typer.Option(1, "--min-replicas", help="Autoscaling: warm minimum."),
-    max_replicas: int = typer.Option(64, "--max-replicas", help="Autoscaling: maximum."),
-    target_metric: str = typer.Option("concurrency", "--target-metric", help="concurrency or busy."),
-    target_value: float = typer.Option(16.0, "--target-value", help="Outstanding requests per replica, or "
-                                       "busy fraction."),
-    scale_interval_s: float = typer.Option(10.0, "--scale-interval-s", help="Autoscaler period, s."),
-    scale_down_delay_s: float = typer.Option(300.0, "--scale-down-delay-s", help="Scale-down stabilisation, s."),
-    weights_from: str = typer.Option("nvme", "--weights-from", help="Cold start path: nvme, network, object-store."),
-    cold_start_s: float = typer.Option(None, "--cold-start-s", help="Override the modelled cold start, s."),
-    max_queue: int = typer.Option(None, "--max-queue", help="Admission control: reject when a replica queues N."),
-    max_concurrency: int = typer.Option(None, "--max-concurrency", help="Fleet-wide cap on requests in flight."),
-    batching: str = typer.Option("continuous", "--batching", help="continuous or static."),
-    chunked: bool = typer.Option(True, "--chunked-prefill/--no-chunked-prefill", help="Split prompts over "
-                                 "iterations."),
-    disaggregated: bool = typer.Option(False, "--disaggregated", help="Separate prefill and decode pools, "
-                                       "compared with co-located serving on as many GPUs."),
-    prefill_replicas: int = typer.Option(1, "--prefill-replicas", help="Disaggregated: prefill replicas."),
-    decode_replicas: int = typer.Option(1, "--decode-replicas", help="Disaggregated: decode replicas."),
-    kv_path: str = typer.Option("network", "--kv-path", help="Disaggregated KV transfer: network or nvlink."),
+    replicas: int = policy_option("replicas", "--replicas", help="Fixed fleet size (initial size with --autoscale)."),
+    router: str = policy_option("router", "--router", help=f"Router: {', '.join(fleet.ROUTERS)}."),
+    autoscale: bool = policy_option("autoscale", "--autoscale", help="Scale replicas on a target metric."),
+    min_replicas: int = policy_option("min_replicas", "--min-replicas", help="Autoscaling: warm minimum."),
+    max_replicas: int = policy_option("max_replicas", "--max-replicas",
+                                help=f"Autoscaling: maximum (at most {fleet.MAX_REPLICAS})."),
+    target_metric: str = policy_option("target_metric", "--target-metric",
+                                 help=f"Autoscaling metric: {', '.join(fleet.TARGETS)}."),
+    target_value: float = policy_option("target_value", "--target-value", help="Outstanding requests per replica, or "
+                                  "busy fraction."),
+    scale_interval_s: float = policy_option("scale_interval_s", "--scale-interval-s", help="Autoscaler period, s."),
+    scale_down_delay_s: float = policy_option("scale_down_delay_s", "--scale-down-delay-s",
+                                        help="Scale-down stabilisation, s."),
+    weights_from: str = policy_option("weights_from", "--weights-from",
+                                help=f"Cold start path: {', '.join(fleet.WEIGHT_PATHS)}."),
+    cold_start_s: float = policy_option("cold_start_s", "--cold-start-s", help="Override the modelled cold start, s."),
+    max_queue: int = policy_option("max_queue", "--max-queue", help="Admission control: reject when a replica queues N."),
+    max_concurrency: int = policy_option("max_concurrency", "--max-concurrency",
+                                   help="Fleet-wide cap on requests in flight."),
+    batching: str = policy_option("batching", "--batching", help="continuous or static."),
+    chunked: bool = policy_option("chunked_prefill", "--chunked-prefill/--no-chunked-prefill",
+                            help="Split prompts over iterations."),
+    disaggregated: bool = policy_option("disaggregated", "--disaggregated", help="Separate prefill and decode pools, "
+                                  "compared with co-located serving on as many GPUs."),
+    prefill_replicas: int = policy_option("prefill_replicas", "--prefill-replicas", help="Disaggregated: prefill replicas."),
+    decode_replicas: int = policy_option("decode_replicas", "--decode-replicas", help="Disaggregated: decode replicas."),
+    kv_path: str = policy_option("kv_path", "--kv-path", help=f"Disaggregated KV transfer: {', '.join(fleet.KV_PATHS)}."),
     slo_ttft_ms: float = typer.Option(None, "--slo-ttft-ms", help="TTFT SLO, ms (for attainment)."),
     slo_tpot_ms: float = typer.Option(None, "--slo-tpot-ms", help="TPOT SLO, ms (for attainment)."),
     usd_per_gpu_hour: float = typer.Option(None, "--usd-per-gpu-hour", help="Override the GPU-hour price."),
@@ -169,7 +185,7 @@ def simulate_command(
     from clustertwin.infer import FleetPolicy, simulate_fleet
 
     with option_names(simulate_command):  # validate everything before printing anything
-        tr = load_trace(trace, fmt, num_prompts, request_rate, duration_s, peak_to_mean, burst_fraction, burstiness,
+        tr = load_trace(trace, fmt, num_requests, request_rate, duration_s, peak_to_mean, burst_fraction, burstiness,
                         period_s, input_len, output_len, length_cv, prefix_groups, prefix_tokens, seed, window_s)
         dep = _deployment(model, node, gpu, tp, precision, kv_precision, calibration)
         pol = FleetPolicy(replicas=replicas, router=router, autoscale=autoscale, min_replicas=min_replicas,

@@ -8,27 +8,36 @@ sequence parallelism from the software stack). ``tests/cli/test_layout_options.p
 
 from __future__ import annotations
 
-import typing
 from typing import Any
 
 import typer
 
+from clustertwin.cli.common import literal_choices, spec_help
 from clustertwin.errors import SpecError, did_you_mean
 from clustertwin.specs import ParallelismSpec
 
 # ------------------------------------------------------------------ the run around the layout
 SeqOpt = typer.Option(None, "--seq-len", "-s", help="Sequence length (default: the model's).")
-PrecOpt = typer.Option("bf16", "--precision", "-p", help="GEMM precision: bf16, fp16, fp8, tf32, fp32 (FP32 values throughout).")
-StackOpt = typer.Option("auto", "--stack",
-                        help="Software stack of the run: megatron-2021, megatron-2022, deepspeed-2022, "
-                             "megatron-core-2024, nemo-2024, nemo-2025, torchtitan-2024, torchtitan-2025, "
-                             "megatron-bridge-2025, megatron-bridge-2026, deepseek-2024 (te = megatron-core-2024, "
-                             "legacy = megatron-2022) or auto (by GPU generation).")
+GlobalBatchOpt = typer.Option(..., "--global-batch", "-b", help="Sequences per optimizer step.")
+"""``--global-batch``: required by every command that models a training step (train estimate/search/scale,
+explain, report, deploy); ``diagnose`` alone takes it optionally (OOM advice)."""
+PrecOpt = typer.Option(ParallelismSpec.model_fields["precision"].default, "--precision", "-p",
+                       help=spec_help(ParallelismSpec, "precision"))
+StackOpt = typer.Option(ParallelismSpec.model_fields["software_stack"].default, "--stack",
+                        help=spec_help(ParallelismSpec, "software_stack"))
 PlacementOpt = typer.Option("contiguous", "--placement",
                             help="Job nodes: contiguous, scattered, random, or node indices like 0-63,128-191.")
-DatasetOpt = typer.Option("tokenized-text", "--dataset",
-                          help="What the job reads: tokenized-text, imagenet-jpeg, imagenet-dali, "
-                               "webdataset-images, video-4k-raw, or none (no data-loading term).")
+
+
+def _dataset_option() -> Any:
+    from clustertwin.datapath.dataset import DATASETS
+
+    names = ", ".join(DATASETS)
+    return typer.Option(next(iter(DATASETS)), "--dataset",
+                        help=f"What the job reads: {names}, or none (no data-loading term).")
+
+
+DatasetOpt = _dataset_option()
 
 
 # ------------------------------------------------------------------ the layout
@@ -36,7 +45,8 @@ DatasetOpt = typer.Option("tokenized-text", "--dataset",
 LAYOUT_OPTIONS: dict[str, str] = {
     "tp": "--tp", "pp": "--pp", "dp": "--dp", "cp": "--cp", "ep": "--ep", "etp": "--etp", "vpp": "--vpp",
     "micro_batch": "--micro-batch", "recompute": "--recompute", "recompute_modules": "--recompute-modules",
-    "recompute_num_layers": "--recompute-num-layers", "zero": "--zero", "sequence_parallel": "--sp",
+    "recompute_num_layers": "--recompute-num-layers", "zero": "--zero",
+    "sequence_parallel": "--sequence-parallel",
     "moe_overlap": "--moe-overlap", "first_stage_layers": "--first-stage-layers",
     "last_stage_layers": "--last-stage-layers", "embedding_in_split": "--embedding-in-split",
     "loss_in_split": "--loss-in-split", "pipeline_layout": "--pipeline-layout",
@@ -48,21 +58,13 @@ _NOT_GIVEN = {"dp": "default GPUs / (tp pp cp)", "zero": "default by the softwar
 
 def _choices(name: str) -> tuple[str, ...]:
     """The values a Literal field (or a tuple of Literals) admits."""
-    ann = ParallelismSpec.model_fields[name].annotation
-    while typing.get_origin(ann) is not typing.Literal and typing.get_args(ann):
-        ann = typing.get_args(ann)[0]
-    return tuple(str(a) for a in typing.get_args(ann)) if typing.get_origin(ann) is typing.Literal else ()
+    return literal_choices(ParallelismSpec, name)
 
 
 def field_help(name: str) -> str:
     """Help for ``name``: the spec field's docstring, its choices and what a value not given becomes."""
-    f = ParallelismSpec.model_fields[name]
-    text = " ".join((f.description or "").replace("``", "").split())
-    choices = _choices(name)
-    if choices and not all(c in text for c in choices):
-        text += f" One of: {', '.join(choices)}" + (" (comma-separated)." if name == "recompute_modules" else ".")
-    default = _NOT_GIVEN.get(name) or (None if f.default in (None, ()) else f"default {f.default}")
-    return f"{text} ({default})" if default else text
+    text = spec_help(ParallelismSpec, name, not_given=_NOT_GIVEN.get(name))
+    return text.replace(" One of:", " One of (comma-separated):") if name == "recompute_modules" else text
 
 
 def _opt(name: str, *, searched: bool = False) -> Any:

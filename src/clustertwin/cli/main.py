@@ -35,11 +35,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "deploy": ("deploy_cmd", "Generate a Slurm script or Kubernetes manifests for a training job."),
     "diagnose": ("diagnose_cmd", "Find the cause of a failed job in its logs (NCCL, OOM, Xid, IB, driver)."),
     "explain": ("explain_cmd", "Walk storage -> network -> GPUs -> collectives -> scheduler; name the bottleneck."),
+    "export": ("export_cmd", "Export a predicted training step: Chakra execution traces for ASTRA-sim."),
     "exporter": ("exporter_cmd", "Serve GPU metrics for Prometheus, or write alert rules."),
     "hpc": ("hpc_cmd", "Science workloads (HPL, HPCG, stencil): estimate one, or compare GPUs on a budget."),
     "infer": ("infer_cmd", "Inference: latency and throughput of a deployment, or the GPUs an SLO needs."),
     "node": ("node_cmd", "Check, benchmark and validate a real node."),
     "plan": ("plan_cmd", "Bill of materials, peak compute, memory, network, storage, power, cooling and cost."),
+    "profile": ("profile_cmd", "Measured steps from profiler traces: compute, comm, idle per rank and step."),
     "reliability": ("reliability_cmd", "Failure rates, checkpoint interval, wall time and ETTR of a run."),
     "report": ("report_cmd", "Write a self-contained HTML report of a cluster and a model."),
     "sched": ("sched_cmd", "Replay job traces under scheduler policies, or fill the cluster."),
@@ -59,7 +61,10 @@ def _load(name: str) -> Any:
     module.register(holder)
     cmd = typer.main.get_group(holder).get_command(None, name)  # type: ignore[arg-type]
     if cmd is not None:
+        from clustertwin.cli.aliases import install
+
         _guard_numbers(cmd)
+        install(cmd, name)  # old spellings of renamed options (cli/aliases.py)
     return cmd
 
 
@@ -204,12 +209,19 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(argv: list[str] | None) -> int:
+    from clustertwin.cli import aliases
+
+    aliases.reset()
     try:
         command().main(args=argv, prog_name="clustertwin", standalone_mode=False)
+        for line in aliases.flush():  # old spellings: said once the run has succeeded
+            typer.echo(line, err=True)
     except ClusterTwinError as e:
         typer.echo(f"error: {one_line(e)}", err=True)
         return e.exit_code
     except typer.Exit as e:
+        for line in aliases.flush() if e.exit_code == 0 else ():
+            typer.echo(line, err=True)
         return e.exit_code
     except typer.Abort:
         typer.echo("aborted", err=True)

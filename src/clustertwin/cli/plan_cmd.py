@@ -1,4 +1,4 @@
-"""``clustertwin plan [CLUSTER] [--compare OTHER ...] [--json]``: bill of materials, peak compute, memory,
+"""``clustertwin plan [--cluster CLUSTER] [--compare OTHER ...] [--json]``: bill of materials, peak compute, memory,
 network, storage, power, cooling and cost of a cluster, or several clusters side by side."""
 
 from __future__ import annotations
@@ -9,8 +9,18 @@ from typing import Any
 
 import typer
 
-from clustertwin.cli.common import DEFAULT_CLUSTER, JsonOpt, console, load_cluster, print_json, table
+from clustertwin.cli.aliases import deprecated
+from clustertwin.cli.common import (
+    DEFAULT_CLUSTER,
+    ClusterOpt,
+    JsonOpt,
+    console,
+    load_cluster,
+    print_json,
+    table,
+)
 from clustertwin.cli.terminal import styled
+from clustertwin.errors import SpecError
 from clustertwin.plan import UNNAMED, Plan, plan
 from clustertwin.plan_rows import SECTIONS, plan_rows
 from clustertwin.specs import ClusterSpec
@@ -60,7 +70,9 @@ def with_fabric(spec: ClusterSpec, fabric: str) -> ClusterSpec:
 
 
 def plan_command(
-    cluster: str = typer.Argument(DEFAULT_CLUSTER, help="Cluster catalog id or YAML/JSON file."),
+    old_cluster: str | None = typer.Argument(None, hidden=True, metavar="CLUSTER",
+                                             help="Old spelling of --cluster (deprecated)."),
+    cluster: str = ClusterOpt,
     compare: list[str] | None = typer.Option(None, "--compare",
                                              help="Another cluster to show side by side (repeat for more)."),
     fabric: list[str] | None = typer.Option(None, "--fabric",
@@ -69,6 +81,11 @@ def plan_command(
     json_out: bool = JsonOpt,
 ) -> None:
     """Bill of materials, peak compute, memory, network, storage, power, cooling and cost."""
+    if old_cluster is not None:
+        if cluster != DEFAULT_CLUSTER:
+            raise SpecError("give the cluster once: --cluster (the positional CLUSTER is its old spelling)")
+        cluster = old_cluster
+        deprecated("plan CLUSTER", "plan --cluster CLUSTER")
     plans = plans_of(cluster, compare, fabric)
     if json_out:
         print_json(plan_json(plans))

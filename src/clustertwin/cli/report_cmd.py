@@ -1,4 +1,4 @@
-"""``clustertwin report --cluster C --model M [--trace F] --out report.html``: one self-contained HTML file."""
+"""``clustertwin report --cluster C --model M -b GLOBAL_BATCH [--tp ...] [--trace F] --output report.html``: one self-contained HTML file."""
 
 from __future__ import annotations
 
@@ -15,6 +15,31 @@ from clustertwin.cli.common import (
     load_model,
     print_json,
 )
+from clustertwin.cli.layout_options import (
+    CpOpt,
+    DpOpt,
+    EmbeddingSplitOpt,
+    EpOpt,
+    EtpOpt,
+    FirstStageOpt,
+    GlobalBatchOpt,
+    LastStageOpt,
+    LossSplitOpt,
+    MicroBatchOpt,
+    MoeOverlapOpt,
+    PipelineLayoutOpt,
+    PpOpt,
+    PrecOpt,
+    RecomputeModulesOpt,
+    RecomputeNumLayersOpt,
+    RecomputeOpt,
+    SpOpt,
+    TpOpt,
+    VppOpt,
+    ZeroOpt,
+    layout_from_params,
+    resolve_layout,
+)
 from clustertwin.errors import SpecError
 from clustertwin.report import InferSettings, ReportOptions, build_report, write_report
 from clustertwin.report.html import DEFAULT_POLICIES
@@ -23,26 +48,36 @@ from clustertwin.report.html import DEFAULT_POLICIES
 def report_command(
     cluster: str = ClusterOpt,
     model: str = typer.Option("llama3-70b", "--model", "-m", help="Model catalog id or YAML/JSON file."),
-    out: Path = typer.Option(Path("report.html"), "--out", "-o", help="HTML file to write."),
-    global_batch: int = typer.Option(1024, "--global-batch", help="Global batch, sequences."),
-    precision: str = typer.Option("bf16", "--precision", help="GEMM precision (bf16, fp8 ...)."),
+    output: Path = typer.Option(Path("report.html"), "--output", "-o", help="HTML file to write."),
+    global_batch: int = GlobalBatchOpt,
+    precision: str = PrecOpt,
+    tp: int = TpOpt, pp: int = PpOpt, dp: int = DpOpt, cp: int = CpOpt, ep: int = EpOpt, etp: int = EtpOpt,
+    vpp: int = VppOpt, micro_batch: int = MicroBatchOpt, recompute: str = RecomputeOpt,
+    recompute_modules: str = RecomputeModulesOpt, recompute_num_layers: int = RecomputeNumLayersOpt,
+    zero: int = ZeroOpt, sp: bool = SpOpt, moe_overlap: str = MoeOverlapOpt,
+    first_stage_layers: int = FirstStageOpt, last_stage_layers: int = LastStageOpt,
+    embedding_in_split: bool = EmbeddingSplitOpt, loss_in_split: bool = LossSplitOpt,
+    pipeline_layout: str = PipelineLayoutOpt,
     tokens: float = typer.Option(15e12, "--tokens", help="Training token budget for time-to-train."),
     trials: int = typer.Option(1000, "--trials", help="Monte Carlo runs of the wall-time distribution."),
     seed: int = typer.Option(0, "--seed", help="Seed of the Monte Carlo."),
     trace: Path | None = typer.Option(None, "--trace", help="Job trace: adds the scheduler comparison."),
-    trace_format: str = typer.Option("swf", "--trace-format", help="Format of --trace."),
+    trace_format: str = typer.Option("swf", "--format", "-f", help="Format of --trace (one of sched "
+                                     "simulate --format's)."),
     policy: list[str] = typer.Option(list(DEFAULT_POLICIES), "--policy", help="Scheduler policy to compare (repeat)."),
     infer: bool = typer.Option(True, "--infer/--no-infer", help="Include the inference serving section."),
     infer_precision: str = typer.Option("bf16", "--infer-precision", help="Inference weight precision."),
     input_len: int = typer.Option(512, "--input-len", help="Inference: prompt tokens per request."),
     output_len: int = typer.Option(256, "--output-len", help="Inference: generated tokens per request."),
-    qps: float = typer.Option(10.0, "--qps", help="Inference sizing: requests/s to serve."),
+    request_rate: float = typer.Option(10.0, "--request-rate", help="Inference sizing: requests/s to serve."),
     slo_ttft_ms: float = typer.Option(1000.0, "--slo-ttft-ms", help="Inference sizing: p90 TTFT SLO, ms."),
     slo_tpot_ms: float = typer.Option(50.0, "--slo-tpot-ms", help="Inference sizing: p90 TPOT SLO, ms."),
     json_out: bool = JsonOpt,
 ) -> None:
     """Write a self-contained HTML report: plan, scaling, breakdowns, collectives, reliability, inference,
-    scheduling."""
+    scheduling. The breakdowns are of the layout the layout options give (the rest as train estimate fills
+    it), or of the scaling sweep's best layout when none is given."""
+    fields = layout_from_params(locals())
     spec = load_cluster(cluster)
     mdl = load_model(model)
     if global_batch < 1:
@@ -53,8 +88,8 @@ def report_command(
         raise SpecError(f"--trials must be >= 1 (got {trials})")
     if input_len < 1 or output_len < 1:
         raise SpecError(f"--input-len and --output-len must be >= 1 (got {input_len}, {output_len})")
-    if qps <= 0 or slo_ttft_ms <= 0 or slo_tpot_ms <= 0:
-        raise SpecError("--qps, --slo-ttft-ms and --slo-tpot-ms must be > 0")
+    if request_rate <= 0 or slo_ttft_ms <= 0 or slo_tpot_ms <= 0:
+        raise SpecError("--request-rate, --slo-ttft-ms and --slo-tpot-ms must be > 0")
     if infer:  # checked before the (slow) training sections are built
         from clustertwin.errors import did_you_mean
         from clustertwin.infer.roofline import WEIGHT_PRECISIONS
@@ -62,13 +97,16 @@ def report_command(
         if infer_precision not in WEIGHT_PRECISIONS:
             raise SpecError(f"unsupported precision '{infer_precision}'{did_you_mean(infer_precision, WEIGHT_PRECISIONS)} "
                             f"(choose from {', '.join(WEIGHT_PRECISIONS)})", path=("--infer-precision",))
-    settings = InferSettings(precision=infer_precision, input_len=input_len, output_len=output_len, qps=qps,
+    settings = InferSettings(precision=infer_precision, input_len=input_len, output_len=output_len, qps=request_rate,
                              slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms) if infer else None
+    par = resolve_layout(fields, spec, mdl, gpus=spec.total_gpus, global_batch=global_batch, precision=precision,
+                         stack="auto") if fields else None
     opts = ReportOptions(global_batch=global_batch, precision=precision, tokens=tokens, trials=trials, seed=seed,
-                         trace=trace, trace_format=trace_format, policies=tuple(policy), infer=settings)
+                         trace=trace, trace_format=trace_format, policies=tuple(policy), infer=settings,
+                         parallelism=par)
     with err_console.status("building report", spinner="dots"):
         report = build_report(spec, mdl, opts)
-        path = write_report(report, out)
+        path = write_report(report, output)
     summary = {"out": str(path), "bytes": path.stat().st_size, "sections": [s.id for s in report.sections],
                "figures": sum(len(s.figures) for s in report.sections), "omitted": list(report.omitted)}
     if json_out:

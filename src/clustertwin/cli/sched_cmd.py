@@ -16,6 +16,7 @@ from clustertwin.errors import SpecError
 from clustertwin.sched import cluster as sched_cluster
 from clustertwin.sched import engine, failures, fill, metrics, readers
 from clustertwin.sched.placement import PLACEMENTS
+from clustertwin.sched.placement_net import ALL_PLACEMENTS
 from clustertwin.units import HOUR_S
 
 sched_app = typer.Typer(help="Cluster scheduler simulator: replay GPU job traces under policies.",
@@ -38,15 +39,21 @@ def _cluster(cluster: str, node_list: Path | None, nodes_per_leaf: int | None) -
 
 
 def simulate_command(
-    trace: Path = typer.Option(..., "--trace", "-t", help="Trace file (or synthetic parameters YAML)."),
-    fmt: str = typer.Option(..., "--format", "-f", help=f"Trace format: {', '.join(readers.FORMATS)}."),
+    trace: Path | None = typer.Option(None, "--trace", "-t", help="Trace file (or synthetic parameters YAML)."),
+    fmt: str | None = typer.Option(None, "--format", "-f", help=f"Trace format: {', '.join(readers.FORMATS)}."),
+    workload: Path | None = typer.Option(None, "--workload", "-w", help="Workload mix YAML (jobs with a body: "
+                                         "model, GPUs, batch, duration); replaces --trace."),
+    network: str = typer.Option("ideal", "--network", help="With --workload: ideal, or contention (jobs share "
+                                "the fabric's links, max-min fair)."),
+    routing: str = typer.Option("ecmp", "--routing", help="With --network contention: ecmp (hash collisions) "
+                                "or adaptive."),
     cluster: str = typer.Option(DEFAULT_CLUSTER, "--cluster", "-c", help="Cluster catalog id or YAML/JSON file."),
     node_list: Path | None = typer.Option(None, "--node-list", help="Build the cluster from a trace node list "
                                                                      "(PAI 2023 openb_node_list_*.csv)."),
     policy: str = typer.Option("fifo,backfill", "--policy", "-p",
                                help=f"Comma-separated policies: {', '.join(engine.POLICIES)}."),
     placement: str = typer.Option("first-fit", "--placement",
-                                  help=f"Comma-separated placements: {', '.join(PLACEMENTS)}."),
+                                  help=f"Comma-separated placements: {', '.join(ALL_PLACEMENTS)}."),
     backfill_window: int = typer.Option(engine.DEFAULT_BACKFILL_WINDOW, "--backfill-window",
                                         help="Queued jobs backfill considers per pass."),
     nodes_per_leaf: int | None = typer.Option(None, "--nodes-per-leaf", help="Nodes per leaf switch "
@@ -57,7 +64,8 @@ def simulate_command(
     reliability_failures: bool = typer.Option(False, "--failures-from-reliability",
                                               help="Inject node failures at the reliability model's "
                                                    "per-node rate (Llama 3 calibration)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the failure generator."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the failure generator (with --workload also of the "
+                             "job draw and the random placement)."),
     max_jobs: int | None = typer.Option(None, "--max-jobs", help="Replay only the first N jobs (a synthetic "
                                         "spec above the job cap generates only N <= the cap)."),
     max_requeues: int = typer.Option(engine.MAX_REQUEUES_DEFAULT, "--max-requeues",
@@ -76,9 +84,21 @@ def simulate_command(
 ) -> None:
     """Replay a job trace under one or more policies and placements, side by side."""
     pols = [engine.get_policy(p) for p in checked_names(policy, engine.POLICIES, "policy")]
-    places = checked_names(placement, PLACEMENTS, "placement")
+    places = checked_names(placement, ALL_PLACEMENTS, "placement")
     check_finite(mtbf_h, "--node-mtbf-h")
     check_finite(mttr_h, "--node-mttr-h")
+    if workload is not None:
+        from clustertwin.cli.sched_cosim_cmd import run_workload
+
+        if trace is not None or node_list is not None:
+            raise SpecError("give --workload or --trace/--node-list, not both")
+        run_workload(workload, cluster, [p.name for p in pols], places, network, routing, seed, max_jobs, mtbf_h,
+                     mttr_h, reliability_failures, max_failure_events, json_out)
+        return
+    if trace is None or fmt is None:
+        raise SpecError("sched simulate needs --trace and --format, or --workload")
+    if network != "ideal":
+        raise SpecError("--network contention needs --workload (trace jobs carry no body)")
     if max_requeues < 0:
         raise SpecError("--max-requeues must be >= 0")
     check_finite(compress, "--compress")

@@ -1,4 +1,4 @@
-"""``clustertwin sweep SPACE.yaml --out results.parquet [--executor local|ray] [--address ADDR]``: evaluate
+"""``clustertwin sweep SPACE.yaml --output results.parquet [--executor local|ray] [--address ADDR]``: evaluate
 a design space, write Parquet, print the Pareto fronts of time-to-train vs cost and vs energy."""
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ def _front_rows(tbl, limit: int) -> list[dict]:
 
 def sweep_command(
     space_file: Path = typer.Argument(..., metavar="SPACE", help="Space YAML/JSON file."),
-    out: Path | None = typer.Option(None, "--out", "-o", help="Parquet file to write (default: SPACE name .parquet)."),
+    output: Path | None = typer.Option(None, "--output", "-o",
+                                       help="Parquet file to write (default: SPACE name .parquet)."),
     executor: str = typer.Option("local", "--executor", "-e", help=f"Executor: {', '.join(EXECUTORS)}."),
     processes: int | None = typer.Option(None, "--processes", "-p",
                                          help="Worker processes (local) or CPUs of a local Ray; default all CPUs."),
@@ -48,8 +49,8 @@ def sweep_command(
         raise SpecError(f"unknown executor '{executor}' (choose from: {', '.join(EXECUTORS)})")
     if top < 0:
         raise SpecError(f"--top must be >= 0 (got {top})")
-    target = out or Path(f"{space_file.stem}.parquet")
-    check_output_path(target, "--out")
+    target = output or Path(f"{space_file.stem}.parquet")
+    check_output_path(target, "--output")
     show = err_console.is_terminal and not json_out
     with Progress(TextColumn("sweep {task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                   console=err_console, disable=not show, transient=True) as bar, \

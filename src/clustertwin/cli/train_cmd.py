@@ -163,15 +163,23 @@ def estimate_command(
     hot_spares: int = typer.Option(None, "--hot-spares", help="With failures: hot-spare nodes (policy spares)."),
     trials: int = typer.Option(1000, "--trials", help="With failures: Monte Carlo trials (0 = analytical only)."),
     seed: int = typer.Option(0, "--seed", help="With failures: random seed."),
+    timeline: str = typer.Option(None, "--timeline",
+                                 help="Write the predicted step as a Chrome-trace/Perfetto JSON to this file."),
     json_out: bool = JsonOpt,
 ) -> None:
     """Step time, MFU, throughput and memory of one layout, with breakdowns."""
-    args = {k: v for k, v in locals().items() if k != "json_out"}
+    args = {k: v for k, v in locals().items() if k not in ("json_out", "timeline")}
     e, ttt, rel, m, c = estimate_result(**args)
+    if timeline:
+        from clustertwin.cli.train_run import write_timeline
+
+        note = write_timeline(e, m, timeline)
     if json_out:
         print_json(estimate_json(e, ttt, rel))
         return
     _print_estimate(e, f"{m.name or m.id or 'model'} on {c.name or c.id or 'cluster'}")
+    if timeline:
+        console.print(note)
     if ttt:
         console.print(table("time to train", ["quantity", "value"], _ttt_rows(ttt)))
     if rel:

@@ -83,6 +83,23 @@ def estimate_json(e: Any, ttt: Any, rel: Any) -> dict[str, Any]:
     return d
 
 
+def write_timeline(e: Any, m: Any, path: str) -> str:
+    """Write ``train estimate --timeline``'s Chrome-trace JSON of estimate ``e`` to ``path``; the line to print."""
+    import json
+
+    from clustertwin.train.timeline import step_timeline
+
+    trace = step_timeline(e, m.layers)
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(trace, f, separators=(",", ":"))
+    except OSError as err:
+        raise SpecError(f"--timeline {path}: cannot write ({err.strerror})") from None
+    ranks = sorted({ev["pid"] for ev in trace["traceEvents"]})
+    return (f"timeline: {path} ({len(trace['traceEvents'])} events, ranks {', '.join(map(str, ranks))}; "
+            f"open in https://ui.perfetto.dev)")
+
+
 def search_result(*, cluster: str, model: str, gpus: int | None, global_batch: int, seq_len: int | None,
                   precision: str, top: int, tokens: float | None, usd_per_gpu_hour: float, calibration: str | None,
                   force: bool, stack: str, placement: str, dataset: str, **layout: Any) -> tuple[Any, Any]:

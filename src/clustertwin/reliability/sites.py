@@ -150,12 +150,14 @@ def _log_factors() -> dict[str, float]:
     return {s.id: math.log(site_factor(s)) for s in SITES}
 
 
-def pooled_log_sd() -> float:
-    """Pooled within-generation standard deviation of ``ln f`` (generations with two or more sites)."""
+def _pooled_sd(ids: list[str]) -> float:
+    """Pooled within-generation standard deviation of ``ln f`` over the sites ``ids`` (generations with two
+    or more of them; degrees of freedom ``Σ (n_gen − 1)``)."""
     logs = _log_factors()
+    chosen = [s for s in SITES if s.id in ids]
     ss, dof = 0.0, 0
-    for gen in {s.generation for s in SITES if s.generation is not None}:
-        xs = [logs[s.id] for s in SITES if s.generation == gen]
+    for gen in {s.generation for s in chosen if s.generation is not None}:
+        xs = [logs[s.id] for s in chosen if s.generation == gen]
         if len(xs) >= 2:
             m = sum(xs) / len(xs)
             ss += sum((x - m) ** 2 for x in xs)
@@ -163,23 +165,38 @@ def pooled_log_sd() -> float:
     return math.sqrt(ss / dof) if dof else 0.0
 
 
-def rate_range(generation: str | None = None, site_id: str | None = None) -> RateRange:
+def pooled_log_sd() -> float:
+    """Pooled within-generation standard deviation of ``ln f`` (generations with two or more sites)."""
+    return _pooled_sd(list(SITE_IDS))
+
+
+def rate_range(generation: str | None = None, site_id: str | None = None,
+               exclude: str | None = None) -> RateRange:
     """The factor distribution for a named site (its own factor as median) or a GPU generation (the median
-    over its sites, all sites when it has none); both with the pooled spread."""
+    over its sites, all sites when it has none); both with the pooled spread. ``exclude`` leaves one site
+    out of the medians and the spread (the leave-one-site-out check: what a site without its own figures
+    would be predicted)."""
     logs = _log_factors()
-    sd = pooled_log_sd()
+    if exclude is not None:
+        site(exclude)
+    pool = [i for i in SITE_IDS if i != exclude]
+    sd = _pooled_sd(pool)
     if site_id is not None:
         s = site(site_id)
+        if s.id == exclude:
+            raise SpecError(f"site '{site_id}' is the one left out")
         return RateRange(s.generation, (s.id,), logs[s.id], sd)
     gen = generation_of(generation) if generation else None
-    ids = [s.id for s in SITES if gen is not None and s.generation == gen] or list(SITE_IDS)
-    return RateRange(gen, tuple(ids),
-                     sum(logs[i] for i in ids) / len(ids), sd)
+    by_id = {s.id: s for s in SITES}
+    ids = [i for i in pool if gen is not None and by_id[i].generation == gen] or pool
+    return RateRange(gen, tuple(ids), sum(logs[i] for i in ids) / len(ids), sd)
 
 
-def fleet_model(generation: str | None = None, site_id: str | None = None) -> tuple[FailureModel, RateRange]:
-    """The fleet failure model at the median factor of a site or generation, and its range."""
-    rr = rate_range(generation, site_id)
+def fleet_model(generation: str | None = None, site_id: str | None = None,
+                exclude: str | None = None) -> tuple[FailureModel, RateRange]:
+    """The fleet failure model at the median factor of a site or generation, and its range (``exclude``: as
+    :func:`rate_range`)."""
+    rr = rate_range(generation, site_id, exclude)
     return FailureModel.fleet(rr.p50, site=site_id or (f"median of {rr.generation}" if rr.generation
                                                         else "median of all sites")), rr
 
@@ -213,19 +230,9 @@ def leave_one_out() -> list[dict[str, object]]:
     logs = _log_factors()
     out = []
     for s in SITES:
-        others = [o for o in SITES if o.id != s.id]
-        peers = [o for o in others if s.generation is not None and o.generation == s.generation] or others
-        mu = sum(logs[o.id] for o in peers) / len(peers)
-        ss, dof = 0.0, 0
-        for gen in {o.generation for o in others if o.generation is not None}:
-            xs = [logs[o.id] for o in others if o.generation == gen]
-            if len(xs) >= 2:
-                m = sum(xs) / len(xs)
-                ss += sum((x - m) ** 2 for x in xs)
-                dof += len(xs) - 1
-        sd = math.sqrt(ss / dof) if dof else 0.0
-        ratio = math.exp(mu - logs[s.id])  # predicted factor / the site's own
+        rr = rate_range(s.generation, exclude=s.id)
+        ratio = math.exp(rr.log_mean - logs[s.id])  # predicted factor / the site's own
         err = (1.0 / ratio if s.quantity == "mttf_h" else ratio) - 1.0
-        out.append({"site": s.id, "generation": s.generation, "peers": [o.id for o in peers],
-                    "rel_error": err, "in_range": abs(logs[s.id] - mu) <= Z90 * sd})
+        out.append({"site": s.id, "generation": s.generation, "peers": list(rr.sites),
+                    "rel_error": err, "in_range": abs(logs[s.id] - rr.log_mean) <= Z90 * rr.log_sd})
     return out

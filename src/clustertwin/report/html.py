@@ -38,7 +38,7 @@ from clustertwin.report.sections import (
     sched_section,
 )
 from clustertwin.safety import one_line, script_json
-from clustertwin.specs import ClusterSpec, ModelSpec
+from clustertwin.specs import ClusterSpec, ModelSpec, ParallelismSpec
 from clustertwin.train.scale import scale
 
 DEFAULT_POLICIES: tuple[str, ...] = ("fifo", "backfill")
@@ -67,6 +67,9 @@ class ReportOptions:
     """Scheduler policies compared."""
     infer: InferSettings | None = field(default_factory=InferSettings)
     """Serving workload of the inference section; None leaves the section out."""
+    parallelism: ParallelismSpec | None = None
+    """Layout of the breakdown, path and time-to-train sections on all the cluster's GPUs (``clustertwin
+    report --tp ...``); None: the best fitting layout of the scaling sweep at full size."""
 
 
 def escape_json(text: str) -> Markup:
@@ -121,6 +124,10 @@ def build_report(cluster: ClusterSpec, model: ModelSpec, options: ReportOptions 
     sections.append(scaling_section(res))
     fitted = [p.estimate for p in res.points if p.estimate is not None]
     best = fitted[-1] if fitted else None
+    if opt.parallelism is not None:
+        from clustertwin.train.estimate import estimate
+
+        best = estimate(model, cluster, opt.parallelism)
     if best is None:
         omitted.append("step-time and memory breakdowns, time to train: no layout of this model fits the cluster")
     else:

@@ -52,7 +52,8 @@ from clustertwin.sched.job_states import (  # noqa: F401  (re-exported)
 )
 from clustertwin.sched.jobs import JobTable
 from clustertwin.sched.lifecycle import LifecycleMixin
-from clustertwin.sched.placement import Placer, WorkloadShapes
+from clustertwin.sched.placement import WorkloadShapes
+from clustertwin.sched.placement_net import NetPlacer
 from clustertwin.sched.policy import (  # noqa: F401  (re-exported)
     ORDERS,
     POLICIES,
@@ -91,6 +92,8 @@ class SimConfig:
     quotas: QuotaLayout | None = None
     """Team quotas (fixed shares or a Kueue-style cohort); None: one shared pool."""
     max_requeues: int = MAX_REQUEUES_DEFAULT
+    placement_seed: int = 0
+    """Seed of the ``random`` placement's draws."""
 
     def __post_init__(self) -> None:
         if self.backfill_window < 0:
@@ -118,7 +121,7 @@ class Simulator(QueueMixin, LifecycleMixin, BackfillMixin, MetricsMixin):
             raise SpecError(f"failure events name node {int(self.failures.node.max())}, "
                             f"the cluster has {cluster.nodes}")
         shapes = WorkloadShapes.from_jobs(jobs, cluster.max_gpus_per_node) if config.placement == "fgd" else None
-        self.placer = Placer(config.placement, shapes)
+        self.placer = NetPlacer(config.placement, shapes, seed=config.placement_seed)
         self.state = ClusterState(cluster)
         n = len(jobs)
         self.n = n

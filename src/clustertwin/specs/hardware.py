@@ -77,6 +77,14 @@ class GPUSpec(Sourced):
     defaults to ``fp64_tensor_tflops`` or else ``fp64_tflops`` (see :meth:`fp64_rpeak`)."""
     process_nm: PositiveFloat | None = None
     """Compute-die process node class, nm (TSMC N4/4N = 4, N5 = 5, N6 = 6, N7 = 7 ...)."""
+    sm_count: PositiveInt | None = None
+    """Streaming multiprocessors (NVIDIA) or compute units (AMD) per device: a GEMM runs its output tiles in
+    waves of one tile per SM/CU (:mod:`clustertwin.train.gemm`); null: no wave quantisation."""
+    gemm_efficiency_ratio: Fraction = 1.0
+    """Large-GEMM rate this device's vendor BLAS sustains relative to the training model's
+    ``gemm_efficiency`` reference (cuBLAS on NVIDIA parts, 1.0): below 1 where measured kernels run further
+    below the datasheet peak (clocks under load below the peak engine clock the peak is quoted at, library
+    maturity); the source says where the figure comes from."""
 
     @model_validator(mode="after")
     def _fp16_default(self) -> GPUSpec:

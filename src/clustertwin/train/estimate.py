@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from clustertwin.errors import SpecError
@@ -60,6 +60,9 @@ class TrainEstimate:
     """Each group kind's share of injection bandwidth on the topology (:mod:`~clustertwin.train.topology_comm`)."""
     net_hops: dict[str, int] = field(default_factory=dict)
     """Each group kind's switch hops where the placement puts it (0: inside a node)."""
+    schedule: dict[str, float] = field(default_factory=dict)
+    """Per-micro-batch times behind the pipeline term (:class:`~clustertwin.train.result.StageTimes`; what
+    :mod:`~clustertwin.train.timeline` lays out); not part of :meth:`to_dict`."""
 
     @property
     def data_bottleneck(self) -> str | None:
@@ -120,7 +123,8 @@ def from_arrays(out: StepResult, lay: Layouts, i: int, *, global_batch: int, seq
         layout=lay.row(i), memory=memory_result(out.memory, out.memory_total_bytes, i, hbm_bytes),
         breakdown={k: scalar(v, i) for k, v in out.breakdown.as_dict().items()},
         model_flops_per_step=scalar(out.model_flops_per_step, i), checkpoint_bytes=checkpoint_bytes(model),
-        stage_plan=_stage_plan(out, lay, i), software_stack=stack)
+        stage_plan=_stage_plan(out, lay, i), software_stack=stack,
+        schedule={k: scalar(v, i) for k, v in asdict(out.schedule).items()} if out.schedule is not None else {})
 
 
 def annotate(est: TrainEstimate, cluster: ClusterSpec, lay: Layouts, i: int, placement, dataset) -> TrainEstimate:

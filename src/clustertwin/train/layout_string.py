@@ -49,6 +49,11 @@ class ParsedLayout:
     def middle_max(self) -> int:
         return max(self.stage_layers[1:-1], default=0)
 
+    @property
+    def columns(self) -> tuple[int, int, int, int]:
+        """``(first, last, mid, from_string)`` columns of :class:`clustertwin.train.layout.Layouts`."""
+        return self.first, self.last, self.middle_max, 1
+
 
 @dataclass(frozen=True)
 class LayoutCounts:
@@ -200,3 +205,18 @@ def parse_pipeline_layout(text: str, pp: int, vpp: int, layers: int,
     for j, chunk in enumerate(chunks):
         stages[j % pp] += sum(tok in "tm" for tok in chunk)
     return ParsedLayout(tuple(stages))
+
+
+def pinned_layout_string(fixed: dict, model) -> ParsedLayout | None:
+    """For a search whose fixed fields (ParallelismSpec names) hold ``pipeline_layout``: the parsed string
+    (pp and vpp must be fixed with it), with ``fixed`` updated so that no other stage split is offered
+    (the string replaces first/last stage layers and the embedding/loss slots). None without a string."""
+    text = fixed.pop("pipeline_layout", None)
+    if not text:
+        return None
+    if "pp" not in fixed:
+        raise SpecError("a pipeline layout string needs pp (and vpp) given with it", path=PATH)
+    fixed.setdefault("vpp", 1)
+    parsed = parse_pipeline_layout(str(text), int(fixed["pp"]), int(fixed["vpp"]), model.layers)
+    fixed.update(embedding_in_split=False, loss_in_split=False)
+    return parsed

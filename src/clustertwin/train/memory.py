@@ -9,20 +9,8 @@ FP8 training keeps an extra 1-byte weight copy per parameter. FP32/TF32 training
 fp32 weights (4 B, the master copy itself), fp32 gradients (4 B) and Adam's two moments (8 B) = 16 B/param,
 and stores every activation value in 4 bytes (dropout masks stay 1 byte).
 
-**Activations** per layer and micro-batch follow Korthikanti et al. 2022 (Table 2; 16-bit tensors,
-1-byte dropout masks; s sequence, b micro-batch, h hidden, a heads, t TP):
-
-    no recompute, TP        s b h (10 + 24/t + 5 a s / (h t))
-    no recompute, TP + SP   s b h (34 + 5 a s / h) / t
-    selective,    TP        s b h (10 + 24/t)
-    selective,    TP + SP   34 s b h / t
-    full recompute          2 s b h        (the layer input; / t with SP)
-
-generalised term by term to GQA (Q: 2 s b q, K and V: 2 s b kv each), SwiGLU (two FFN inputs of width f)
-and MoE (top_k expert activations per token), to context parallelism (s -> s/cp) and to flash attention
-(the 5 a s^2 b score term replaced by the 4-byte log-sum-exp per head and token), to dropout-free SwiGLU
-models (no masks) and to FP8 training (the four GEMM inputs saved as 1-byte tensors). For GPT (MHA, 4h
-GELU, dropout, 16-bit, unfused attention) the general form equals the table exactly.
+**Activations** per layer and micro-batch: Korthikanti et al. 2022 (Table 2) generalised to GQA, SwiGLU,
+MoE, context parallelism, flash attention and FP8 (:mod:`clustertwin.train.memory_activations`).
 
 The first pipeline stage holds ``min(p, m)`` micro-batches in flight under 1F1B (m = micro-batches per
 step), times ``1 + (p - 1)/(p v)`` for the interleaved schedule with v chunks; full recompute adds one
@@ -42,16 +30,26 @@ import numpy as np
 from clustertwin.specs.model import ModelSpec
 from clustertwin.train import memory_fsdp as mf
 from clustertwin.train.breakdown import MEMORY_TERMS, MemoryBreakdown
-from clustertwin.train.flops import attention_widths, param_counts
+from clustertwin.train.flops import param_counts
 from clustertwin.train.hardware import value_bytes
 from clustertwin.train.layout import RECOMPUTE_CODES, Layouts, as_float, fmax, fmin, scalar, where
-from clustertwin.train.memory_moe import (
-    RECOMPUTE_MODULES,
-    dualpipe_inflight,
-    dualpipe_state_factor,
-    full_recompute_fraction,
-    module_savings,
+from clustertwin.train.memory_activations import (  # re-exported: the activation model's public names
+    ACT_BYTES,
+    FP8_BYTES,
+    LSE_BYTES,
+    MASK_BYTES,
+    activation_bytes_per_layer,
+    korthikanti_activation_bytes,
 )
+from clustertwin.train.memory_deepseek import (
+    dualpipe_layers_in_flight,
+    dualpipe_pairs,
+    mtp_params,
+    optimizer_bytes,
+    optimizer_share,
+    swiglu_fp8,
+)
+from clustertwin.train.memory_moe import dualpipe, full_recompute_fraction
 from clustertwin.train.params import TrainParams
 from clustertwin.train.pipeline import StagePlan, stage_plan
 from clustertwin.train.placement import Groups, groups
@@ -66,80 +64,16 @@ OPTIMIZER_BYTES = 12
 FP8_WEIGHT_COPY_BYTES = 1
 #: bytes per parameter written to a checkpoint: 16-bit weights + fp32 master, m, v
 CHECKPOINT_BYTES_PER_PARAM = WEIGHT_BYTES + OPTIMIZER_BYTES
-#: bytes per activation element (16-bit) and per dropout-mask element
-ACT_BYTES = 2
-MASK_BYTES = 1
 #: FP32/TF32 training: fp32 weights (the master copy) and Adam's first and second moment
 FP32_WEIGHT_BYTES = 4
 FP32_OPTIMIZER_BYTES = 8
-#: bytes per element of an FP8 tensor
-FP8_BYTES = 1
-#: fp32 log-sum-exp saved per head and token by flash attention
-LSE_BYTES = 4
 #: ZeRO-3 keeps this many gathered layers in flight (current + prefetched)
 ZERO3_GATHERED_LAYERS = 2
 
 TERMS = MEMORY_TERMS
-
-
-def korthikanti_activation_bytes(s: int, b: int, h: int, a: int, t: int = 1, sp: bool = False,
-                                 recompute: str = "none") -> float:
-    """Activation bytes per transformer layer, Korthikanti et al. 2022 Table 2, verbatim."""
-    if recompute == "full":
-        return 2.0 * s * b * h / (t if sp else 1)
-    if recompute == "selective":
-        return 34.0 * s * b * h / t if sp else s * b * h * (10.0 + 24.0 / t)
-    if sp:
-        return s * b * h * (34.0 + 5.0 * a * s / h) / t
-    return s * b * h * (10.0 + 24.0 / t + 5.0 * a * s / (h * t))
-
-
-def activation_bytes_per_layer(model: ModelSpec, seq_len: int, mbs, tp, cp, sp, recompute, flash: bool,
-                               moe_layer: bool = False, fp8: bool = False, modules=0,
-                               act_bytes: int = ACT_BYTES):
-    """Generalised Korthikanti activation bytes of one layer for one micro-batch (numpy-broadcast).
-
-    ``recompute`` is the integer code of :data:`RECOMPUTE_CODES`. Dropout masks are stored for GELU/ReLU
-    models (GPT, as in Korthikanti); SwiGLU models (Llama, Mixtral, DeepSeek, Qwen) train without
-    dropout. ``fp8``: the inputs of the four GEMMs are saved in FP8 (Transformer Engine keeps the
-    quantised copy for the weight gradient; the dispatched routed copies of an MoE layer, FC1's input, too).
-    ``modules``: bitmask of per-module recompute (:mod:`clustertwin.train.memory_moe`). ``act_bytes``: bytes
-    per stored value (4 for FP32/TF32)."""
-    h, a = model.hidden, model.heads
-    w = attention_widths(model)
-    sl = seq_len / as_float(cp)  # local sequence
-    sb = sl * as_float(mbs)
-    t = as_float(tp)
-    spf = sp > 0
-    # replicated over TP unless SP: two norm inputs, QKV and FFN inputs, two dropout masks
-    gemm_in = FP8_BYTES if fp8 else act_bytes
-    masks = 0 if model.ffn == "swiglu" else 2 * MASK_BYTES
-    repl = sb * h * (2 * act_bytes + gemm_in + gemm_in + masks)
-    # split over TP: Q, K, V, projection input, FFN activation input(s) and output
-    gate = 2 if model.ffn == "swiglu" else 1
-    if moe_layer and model.moe:
-        f_tok = model.moe.top_k * model.moe.expert_ffn_hidden + model.moe.shared_experts * \
-            model.moe.expert_ffn_hidden
-        dispatch = gemm_in * h * model.moe.top_k
-    else:
-        f_tok = model.d_ffn
-        dispatch = 0
-    split = sb * (act_bytes * (w.qk + w.kv_pair) + gemm_in * w.v + act_bytes * gate * f_tok + gemm_in * f_tok
-                  + dispatch)
-    if flash:
-        scores = sb * a * LSE_BYTES
-    else:
-        # softmax output (2), dropout mask (1), dropout output (2) per score: 5 a s^2 b
-        scores = sb * a * seq_len * (2 * act_bytes + MASK_BYTES if masks else act_bytes)
-    if modules is not None and (not isinstance(modules, int) or modules):
-        r_save, s_save = module_savings(model, modules, gemm_in, moe_layer, w.qk, w.kv_pair, w.latent)
-        repl, split = repl - sb * r_save, split - sb * s_save
-        scores = where((modules & RECOMPUTE_MODULES["core_attn"]) > 0, 0.0, scores)
-    rc = recompute
-    scores = where(rc == RECOMPUTE_CODES["selective"], 0.0, scores)
-    none_sel = where(spf, (repl + split + scores) / t, repl + (split + scores) / t)
-    full = act_bytes * sb * h / where(spf, t, 1.0)
-    return where(rc == RECOMPUTE_CODES["full"], full, none_sel)
+__all__ = ["ACT_BYTES", "FP8_BYTES", "LSE_BYTES", "MASK_BYTES", "TERMS", "MemoryResult", "activation_bytes_per_layer",
+           "checkpoint_bytes", "korthikanti_activation_bytes", "memory_arrays", "memory_breakdown", "memory_result",
+           "stage_params"]
 
 
 def stage_params(pc, plan: StagePlan, layers, tp, ep):
@@ -147,6 +81,66 @@ def stage_params(pc, plan: StagePlan, layers, tp, ep):
     n_moe = layers * plan.moe_share
     return ((layers - n_moe) * pc.dense_layer + n_moe * pc.moe_layer_non_expert) / tp, \
         n_moe * pc.experts_per_layer / (ep * tp)
+
+
+def _stage_states_params(model: ModelSpec, pc, lay: Layouts, plan: StagePlan):
+    """(dense, expert) parameters per GPU of the first, last and middle rank: the embedding on the first stage,
+    the output head and the MTP modules on the last (memory_deepseek), DualPipe's stage pairs."""
+    tp, pp, ep = as_float(lay.tp), as_float(lay.pp), as_float(lay.ep)
+    nonexp1, experts1 = stage_params(pc, plan, plan.first_layers, tp, ep)
+    nonexp2, experts2 = stage_params(pc, plan, plan.last_layers, tp, ep)
+    nonexp3, experts3 = stage_params(pc, plan, plan.middle_layers, tp, ep)
+    mtp_dense, mtp_exp = mtp_params(model, pc)  # on the stage of the output head (memory_deepseek)
+    mtp_dense, mtp_exp = mtp_dense / tp, mtp_exp / (ep * tp)
+    first_dense = nonexp1 + pc.embedding / tp + where(pp == 1, pc.output / tp + mtp_dense, 0.0)
+    experts1 = experts1 + where(pp == 1, mtp_exp, 0.0)
+    last_dense = nonexp2 + (pc.output or pc.embedding) / tp + mtp_dense
+    experts2 = experts2 + mtp_exp
+    first_dense, last_dense, nonexp3 = dualpipe_pairs(lay, first_dense, last_dense, nonexp3)
+    experts1, experts2, experts3 = dualpipe_pairs(lay, experts1, experts2, experts3)
+    return (first_dense, experts1), (last_dense, experts2), (nonexp3, experts3)
+
+
+def _layer_activations(model: ModelSpec, lay: Layouts, plan: StagePlan, s: int, flash: bool, fp8: bool, sw8: bool,
+                       vb: int, op_sac: bool):
+    """Activation bytes of an average layer (dense and MoE layers by their share) for one micro-batch."""
+    act_layer_dense = activation_bytes_per_layer(model, s, lay.mbs, lay.tp, lay.cp, lay.sp, lay.recompute,
+                                                 flash, fp8=fp8, modules=lay.rc_modules, act_bytes=vb)
+    if model.moe:
+        act_layer_moe = activation_bytes_per_layer(model, s, lay.mbs, lay.tp, lay.cp, lay.sp, lay.recompute,
+                                                   flash, moe_layer=True, fp8=fp8, modules=lay.rc_modules, act_bytes=vb,
+                                                   swiglu_fp8=sw8)
+    else:
+        act_layer_moe = act_layer_dense
+    if op_sac:  # torchtitan's op-level selective recompute (memory_fsdp)
+        sel = lay.recompute == RECOMPUTE_CODES["selective"]
+        act_layer_dense, act_layer_moe = (where(sel, mf.op_sac_bytes_per_layer(model, s, lay.mbs, lay.tp, lay.cp,
+                                                                                lay.sp, moe), a)
+                                          for moe, a in ((False, act_layer_dense), (True, act_layer_moe)))
+    act_layer = (1 - plan.moe_share) * act_layer_dense + plan.moe_share * act_layer_moe
+    if np.any(np.asarray(lay.rc_layers) > 0):  # block recompute of some layers only (memory_moe)
+        frac = full_recompute_fraction(lay, model.layers)
+        kept = [activation_bytes_per_layer(model, s, lay.mbs, lay.tp, lay.cp, lay.sp, RECOMPUTE_CODES["none"], flash,
+                                           moe_layer=moe, fp8=fp8, modules=lay.rc_modules, act_bytes=vb,
+                                           swiglu_fp8=sw8) for moe in (False, True)]
+        act_kept = (1 - plan.moe_share) * kept[0] + plan.moe_share * kept[1]
+        act_layer = where((lay.recompute == RECOMPUTE_CODES["full"]) & (lay.rc_layers > 0),
+                          frac * act_layer + (1 - frac) * act_kept, act_layer)
+    return act_layer
+
+
+def _logits(model: ModelSpec, lay: Layouts, plan: StagePlan, s: int, vb: int, stack: Stack | None):
+    """Logits and loss bytes on the first rank (with pp = 1, or DualPipe's pair holding the head) and on the last."""
+    tp, pp = as_float(lay.tp), as_float(lay.pp)
+    sbl = s / as_float(lay.cp) * lay.mbs
+    if stack is None or stack.cross_entropy == "megatron":
+        logits = 2 * vb * sbl * model.hidden * (1.0 + model.vocab / model.hidden) / tp
+    else:
+        logits = mf.loss_peak_bytes(model, sbl, lay.tp, stack.cross_entropy)
+    logits1 = where((pp == 1) | dualpipe(lay), logits, 0.0)  # DualPipe's first rank holds the head too
+    if stack is not None and stack.pp_keeps_outputs:  # the last stage's kept outputs (memory_fsdp)
+        logits = logits + where(pp > 1, mf.KEPT_OUTPUT_BYTES * plan.microbatches * sbl * model.vocab / tp, 0.0)
+    return logits1, logits
 
 
 def memory_breakdown(model: ModelSpec, lay: Layouts, plan: StagePlan, grp: Groups, precision: str, flash: bool,
@@ -157,18 +151,16 @@ def memory_breakdown(model: ModelSpec, lay: Layouts, plan: StagePlan, grp: Group
     software stack's memory features (None: Megatron's)."""
     s = seq_len
     pc = param_counts(model)
-    tp, pp, ep = as_float(lay.tp), as_float(lay.pp), as_float(lay.ep)
-    nonexp1, experts1 = stage_params(pc, plan, plan.first_layers, tp, ep)
-    nonexp2, experts2 = stage_params(pc, plan, plan.last_layers, tp, ep)
-    nonexp3, experts3 = stage_params(pc, plan, plan.middle_layers, tp, ep)
-    first_dense = nonexp1 + pc.embedding / tp + where(pp == 1, pc.output / tp, 0.0)
-    last_dense = nonexp2 + (pc.output or pc.embedding) / tp
+    tp, pp = as_float(lay.tp), as_float(lay.pp)
+    (first_dense, experts1), (last_dense, experts2), (nonexp3, experts3) = _stage_states_params(model, pc, lay, plan)
     dpg, edpg = as_float(grp.dp.size), as_float(grp.edp.size)
     z = lay.zero
     vb = value_bytes(precision)
     wb, ob = (FP32_WEIGHT_BYTES, FP32_OPTIMIZER_BYTES) if vb == 4 else (WEIGHT_BYTES, OPTIMIZER_BYTES)
+    ob = optimizer_bytes(stack, ob) * optimizer_share(lay)  # BF16 moments; DualPipe's two holders (memory_deepseek)
     fsdp2, op_sac = stack is not None and stack.fsdp2_memory, stack is not None and stack.selective_policy == "op"
     fp8 = precision == "fp8" and (stack is None or stack.fp8_copies)  # FP8 weight and activation copies
+    sw8 = swiglu_fp8(stack, fp8)  # DeepSeek-V3's FP8 SwiGLU cache (memory_deepseek)
     layer_params = (pc.dense_layer if pc.moe_layers < pc.layers else pc.moe_layer_non_expert) / tp
 
     def states(dense, exp):
@@ -187,50 +179,27 @@ def memory_breakdown(model: ModelSpec, lay: Layouts, plan: StagePlan, grp: Group
             fw, fg, fo, fu = mf.fsdp2_states(dense, exp, dpg, edpg, pp, layer_params, ag)
             z3 = z >= 3
             w, g, o, unsharded = where(z3, fw, w), where(z3, fg, g), where(z3, fo, o), where(z3, fu, 0.0)
-        two = dualpipe_state_factor(lay)  # DualPipe: two stages per rank (memory_moe)
-        return w * two, g * two, o, unsharded
+        return w, g, o, unsharded
 
     w1, g1, o1, u1 = states(first_dense, experts1)
     w2, g2, o2, u2 = states(last_dense, experts2)
     w3, g3, o3, u3 = states(nonexp3, experts3)
 
-    act_layer_dense = activation_bytes_per_layer(model, s, lay.mbs, lay.tp, lay.cp, lay.sp, lay.recompute,
-                                                 flash, fp8=fp8, modules=lay.rc_modules, act_bytes=vb)
-    if pc.moe_layers:
-        act_layer_moe = activation_bytes_per_layer(model, s, lay.mbs, lay.tp, lay.cp, lay.sp, lay.recompute,
-                                                   flash, moe_layer=True, fp8=fp8, modules=lay.rc_modules, act_bytes=vb)
-    else:
-        act_layer_moe = act_layer_dense
-    if op_sac:  # torchtitan's op-level selective recompute (memory_fsdp)
-        sel = lay.recompute == RECOMPUTE_CODES["selective"]
-        act_layer_dense, act_layer_moe = (where(sel, mf.op_sac_bytes_per_layer(model, s, lay.mbs, lay.tp, lay.cp,
-                                                                                lay.sp, moe), a)
-                                          for moe, a in ((False, act_layer_dense), (True, act_layer_moe)))
-    act_layer = (1 - plan.moe_share) * act_layer_dense + plan.moe_share * act_layer_moe
-    if np.any(np.asarray(lay.rc_layers) > 0):  # block recompute of some layers only (memory_moe)
-        frac = full_recompute_fraction(lay, model.layers)
-        kept = [activation_bytes_per_layer(model, s, lay.mbs, lay.tp, lay.cp, lay.sp, RECOMPUTE_CODES["none"], flash,
-                                           moe_layer=moe, fp8=fp8, modules=lay.rc_modules) for moe in (False, True)]
-        act_kept = (1 - plan.moe_share) * kept[0] + plan.moe_share * kept[1]
-        act_layer = where((lay.recompute == RECOMPUTE_CODES["full"]) & (lay.rc_layers > 0),
-                          frac * act_layer + (1 - frac) * act_kept, act_layer)
+    act_layer = _layer_activations(model, lay, plan, s, flash, fp8, sw8, vb, op_sac)
     interleave = where(lay.vpp > 1, 1.0 + (pp - 1) / (pp * lay.vpp), 1.0)
     working = where(lay.recompute == RECOMPUTE_CODES["full"],
                     activation_bytes_per_layer(model, s, lay.mbs, lay.tp, lay.cp, lay.sp,
                                                RECOMPUTE_CODES["none"], flash, fp8=fp8, act_bytes=vb), 0.0)
     if stack is not None and stack.cp_kv_allgather:  # the running layer's gathered K and V (memory_fsdp)
         working = working + mf.cp_allgather_bytes(model, s, lay.mbs, lay.tp, lay.cp)
-    act1 = act_layer * plan.first_layers * dualpipe_inflight(lay, fmin(pp, plan.microbatches)) * interleave + working
-    act2 = act_layer * plan.last_layers + working  # last stage: one micro-batch in flight
-    act3 = act_layer * plan.middle_layers * fmin(pp - 1, plan.microbatches) * interleave + working
-    sbl = s / as_float(lay.cp) * lay.mbs
-    if stack is None or stack.cross_entropy == "megatron":
-        logits = 2 * vb * sbl * model.hidden * (1.0 + model.vocab / model.hidden) / tp
-    else:
-        logits = mf.loss_peak_bytes(model, sbl, lay.tp, stack.cross_entropy)
-    logits1 = where(pp == 1, logits, 0.0)
-    if stack is not None and stack.pp_keeps_outputs:  # the last stage's kept outputs (memory_fsdp)
-        logits = logits + where(pp > 1, mf.KEPT_OUTPUT_BYTES * plan.microbatches * sbl * model.vocab / tp, 0.0)
+    # layer-micro-batches in flight: 1F1B min(p, m) on the first stage, one on the last (+ its MTP modules);
+    # DualPipe p + 1 over the stage pair (memory_deepseek)
+    lf, ll, lm = dualpipe_layers_in_flight(lay, plan.first_layers + where(pp == 1, model.mtp_layers, 0),
+                                           plan.last_layers + model.mtp_layers, plan.middle_layers,
+                                           fmin(pp, plan.microbatches), fmin(pp - 1, plan.microbatches))
+    act1, act2, act3 = act_layer * lf * interleave + working, act_layer * ll + working, \
+        act_layer * lm * interleave + working
+    logits1, logits = _logits(model, lay, plan, s, vb, stack)
     reserved = params.memory_reserved_gib * GIB
     frag = params.memory_fragmentation
     # fragmentation: of the activations (Megatron), of every per-step allocation (FSDP2, memory_fsdp)

@@ -18,9 +18,9 @@ The saving of each module is subtracted from :func:`clustertwin.train.memory.act
 (which stores the dispatched routed copies as FP8 GEMM inputs in FP8 training, as Transformer Engine and
 DeepSeek-V3 do). Split terms divide by TP.
 
-**DualPipe** (DeepSeek-AI 2024, Table 2): each rank holds two pipeline stages (one per direction), so
-twice the stage's weights and gradients (the optimizer state is sharded over both copies' data-parallel
-ranks), and ``pp + 1`` micro-batches of activations in flight instead of ``pp``.
+**DualPipe** (DeepSeek-AI 2024, Table 2): each rank holds two pipeline stages (one per direction), the
+pair ``r`` and ``p - 1 - r`` (:mod:`clustertwin.train.memory_deepseek`), and ``pp + 1`` micro-batches of
+activations in flight instead of ``pp``.
 """
 
 from __future__ import annotations
@@ -45,9 +45,13 @@ def _has(code, name: str):
     return (code & RECOMPUTE_MODULES[name]) > 0
 
 
-def module_savings(model: ModelSpec, code, gemm_in: float, moe_layer: bool, qk: int, kv_pair: int, latent: int):
+def module_savings(model: ModelSpec, code, gemm_in: float, moe_layer: bool, qk: int, kv_pair: int, latent: int,
+                   fc1_bytes: float = ACT_BYTES, fc2_in: float | None = None):
     """(replicated, TP-split) bytes per token of one layer that ``code``'s recompute modules drop
-    (module docstring); the score term is handled by the caller (``core_attn``)."""
+    (module docstring); the score term is handled by the caller (``core_attn``). ``fc1_bytes`` and
+    ``fc2_in``: bytes per value the MoE layer keeps of its FC1 outputs and FC2 input (16-bit and
+    ``gemm_in``; DeepSeek-V3's FP8 SwiGLU cache keeps 1 and 0, :mod:`clustertwin.train.memory_deepseek`)."""
+    fc2 = gemm_in if fc2_in is None else fc2_in
     h = model.hidden
     repl = where(_has(code, "layernorm"), 2.0 * gemm_in * h, 0.0)
     split = 0.0
@@ -58,11 +62,11 @@ def module_savings(model: ModelSpec, code, gemm_in: float, moe_layer: bool, qk: 
         me = model.moe
         gate = 2 if model.ffn == "swiglu" else 1
         routed = me.top_k * me.expert_ffn_hidden
-        act = gemm_in * routed
-        whole = (ACT_BYTES * gate + gemm_in) * routed
+        act = fc2 * routed
+        whole = (fc1_bytes * gate + fc2) * routed
         split = split + where(_has(code, "moe"), whole, where(_has(code, "moe_act"), act, 0.0))
         shared = me.shared_experts * me.expert_ffn_hidden
-        split = split + where(_has(code, "shared_experts"), (ACT_BYTES * gate + gemm_in) * shared, 0.0)
+        split = split + where(_has(code, "shared_experts"), (fc1_bytes * gate + fc2) * shared, 0.0)
     return repl, split
 
 

@@ -81,26 +81,54 @@ class TrainParams:
     """Efficiency, overhead and overlap parameters of the step-time and memory models."""
 
     gemm_efficiency: float = 0.93
-    """Fraction of the dense tensor peak at which the tensor cores issue in a large GEMM, before the
-    tile traffic (``gemm_tile_bytes_per_flop``) and the shape roll-offs; together they put large 16-bit
-    GEMMs at ~0.78 of peak on A100 and ~0.68 on H100 (cuBLAS measurements: 0.8-0.9 and 0.7-0.75)."""
+    """Fraction of the dense tensor peak at which the tensor cores issue in a large GEMM of a training step,
+    before the tile traffic (``gemm_tile_bytes_per_flop``) and the shape roll-offs; together they put large
+    16-bit GEMMs at ~0.77 of peak on A100 and ~0.67 on H100 (cuBLAS measurements: 0.8-0.9 and 0.7-0.75)."""
+    gemm_kernel_efficiency: float = 0.97
+    """The same fraction for a lone kernel in the tiled model (``Hardware.tiled_gemm``), before the tiles'
+    HBM traffic (``gemm_kernel_tile_bytes_per_flop``) and the shape terms of :mod:`clustertwin.train.gemm`
+    (tile waves, prologue, operand reuse): together they put a large 16-bit kernel at ~0.75 of peak on H100
+    SXM (validation/gemm.yaml: 25,000 x 768-3,072 x 768-3,072 GEMMs at 0.72-0.75 of 989 TFLOP/s in real
+    profiler traces) and ~0.85 on A100 (cuBLAS measurements quote 0.8-0.9). Fitted on validation/gemm.yaml."""
     fp8_gemm_efficiency_ratio: float = FP8_GEMM_EFFICIENCY_RATIO
     """FP8 GEMM efficiency relative to 16-bit at equal shape (:data:`FP8_GEMM_EFFICIENCY_RATIO`, shared
     with the inference model)."""
     gemm_k_half: float = 150.0
-    """Reduction depth k at which a GEMM's efficiency halves (tile prologue/epilogue amortised over
-    k): efficiency x k / (k + gemm_k_half). Batched attention GEMMs of depth head_dim = 64 run at ~30%."""
+    """Reduction depth k at which a training GEMM's efficiency halves (tile prologue/epilogue amortised over
+    k): efficiency x k / (k + gemm_k_half); the fused attention kernels' head-width factor uses it too
+    (:func:`clustertwin.train.attention.head_dim_factor`: head_dim 64 at 0.65 of the head_dim-128 rate)."""
     gemm_tiles_half: float = 22.0
-    """Output tiles (128 x 128) at which a GEMM reaches half its large-GEMM efficiency: a GPU runs about
-    one tile per SM per wave (108 on A100, 132 on H100), so small outputs leave SMs idle; split-K and
+    """Output tiles (128 x 128) at which a training GEMM reaches half its large-GEMM efficiency: a GPU runs
+    about one tile per SM per wave (108 on A100, 132 on H100), so small outputs leave SMs idle; split-K and
     stream-K kernels recover part of it. Efficiency x tiles / (tiles + gemm_tiles_half)."""
+    gemm_tile_k0: float = 64.0
+    """A GEMM tile's prologue and epilogue (accumulator set-up, output conversion and store) expressed as
+    reduction depth: a tile of depth k runs at k / (k + gemm_tile_k0) of the rate. Fitted on
+    validation/gemm.yaml."""
     gemm_tile_bytes_per_flop: float = 1.2e-3
-    """HBM bytes a tiled GEMM moves per FLOP (16-bit operands): a 256 x 128 tile re-reads 0.0117 B/FLOP
-    from L2; with ~90% L2 hits 1.2e-3 B/FLOP reach HBM. The GEMM time adds this traffic at HBM speed, so
-    GPUs with a higher FLOP-to-bandwidth ratio (H100: 295 FLOP/B vs A100: 153) sustain a smaller fraction
+    """HBM bytes a tiled training GEMM moves per FLOP (16-bit operands): a 256 x 128 tile re-reads 0.0117
+    B/FLOP from L2; with ~90% L2 hits 1.2e-3 B/FLOP reach HBM. The GEMM time adds this traffic at HBM speed,
+    so GPUs with a higher FLOP-to-bandwidth ratio (H100: 295 FLOP/B vs A100: 153) sustain a smaller fraction
     of their peak."""
+    gemm_kernel_tile_bytes_per_flop: float = 0.9e-3
+    """The same L2-miss traffic in the tiled kernel model, beyond the kernel's compulsory operand traffic.
+    Fitted on validation/gemm.yaml with the A100/H100 ratio of the cuBLAS figures (~0.85 / ~0.75)."""
+    gemm_tile_prologue_s: float = 0.05e-6
+    """Pipeline fill of one output tile, seconds: the first operand loads from HBM/L2 (~0.5-0.8 us memory
+    latency, partly hidden by the other resident tile of the SM) before its first MMA; it dominates batched
+    GEMMs of tiny matrices (thousands of 8 x 64 tiles). Fitted on validation/gemm.yaml."""
+    gemm_tile_reuse: float = 44.0
+    """Operand reuse Tm Tn / (Tm + Tn) (MACs per element loaded into shared memory) a tile needs to keep
+    the tensor cores fed: 128 x 128 tiles (64) and 128 x 256 (85) run at the full rate, 64 x 64 (32) at
+    32 / gemm_tile_reuse of it, skinny 64 x 16 tiles (12.8) far below. Fitted on validation/gemm.yaml."""
+    gemm_unaligned_efficiency: float = 0.38
+    """Rate of a GEMM whose leading dimension (n or k in row-major) is not a multiple of 8 elements
+    (16 bytes) relative to an aligned one: no TMA or 128-bit vector loads, so operands move in narrower
+    loads (odd sequence lengths of 3,137 or 5,185 tokens, an unpadded 30,522-token vocabulary). Fitted on
+    validation/gemm.yaml, where those GEMMs run 2-3.7x below their memory roofline on H100 and MI300X."""
     kernel_latency_s: float = 4e-6
-    """Fixed GPU time per kernel (launch ramp and wave tail), seconds."""
+    """Fixed GPU time per kernel (launch ramp and wave tail), seconds: the shortest GEMM kernels of
+    validation/gemm.yaml run 4.7-6 us."""
     hbm_efficiency: float = 0.87
     """Fraction of peak HBM bandwidth reached by streaming element-wise kernels (norms, activations,
     dropout, softmax, optimizer); STREAM-like copies reach 85-92% on A100/H100. Range [0.01, 1]: below 1% a

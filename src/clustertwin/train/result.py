@@ -26,6 +26,33 @@ class StageLayers:
 
 
 @dataclass
+class StageTimes:
+    """Seconds of one micro-batch as the step model composes them (what ``train estimate --timeline`` and
+    ``export chakra`` lay out): per layer (share-weighted over dense and MoE layers) unless noted.
+    ``layer_s = layer_compute_s + layer_tp_s + layer_cp_s + layer_ep_s + layer_host_s``."""
+
+    microbatches: Any
+    passes: Any
+    """forward + backward + recomputed forward passes (:class:`~clustertwin.train.recompute.Recompute`)"""
+    layer_s: Any
+    layer_forward_s: Any
+    """forward kernels of the layer (the rest of ``layer_compute_s`` is backward and recompute)"""
+    layer_compute_s: Any
+    layer_tp_s: Any
+    layer_cp_s: Any
+    layer_ep_s: Any
+    layer_host_s: Any
+    """GPU idle behind the host (launch-bound) and the MoE host sync"""
+    p2p_comm_s: Any
+    """exposed send/recv of a micro-batch on a stage, all chunks, both directions"""
+    p2p_host_s: Any
+    embedding_s: Any
+    logits_s: Any
+    pipe_s: Any
+    """the pipeline term of the step (:func:`~clustertwin.train.pipeline.pipeline_time`)"""
+
+
+@dataclass
 class StepResult:
     """Step time, throughput, FLOPs, breakdown, stage plan and memory of every layout of a batch."""
 
@@ -47,6 +74,8 @@ class StepResult:
     memory_total_bytes: Any = None
     fits: Any = None
     """``memory_total_bytes <= HBM``"""
+    schedule: StageTimes | None = None
+    """per-micro-batch times behind the pipeline term"""
 
     @staticmethod
     def stack(rows: list[StepResult]) -> StepResult:

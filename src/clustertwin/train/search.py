@@ -5,8 +5,9 @@ pass and ranked by throughput among the layouts that fit in memory.
 Candidates: power-of-two tp (inside a node, dividing the heads), pp and cp, dp = GPUs / (tp pp cp)
 (any integer), ep dividing the experts with etp x ep dividing tp x cp x dp (expert TP = tp, or 1 when tp > 1:
 MoE parallel folding; MoE grids are pruned by :mod:`search_prune` before timing), every micro-batch that divides the per-replica
-batch (global batch / dp), vpp from 1 to :data:`VPP_MAX` with at least one layer slot per chunk (the
-stage plan balances uneven splits), the balanced split with and without the embedding and the loss
+batch (global batch / dp), vpp from 1 to :data:`VPP_MAX` with at least one layer slot per chunk, and the
+whole-chunk vpp above it when none in 2..VPP_MAX gives whole chunks (:func:`~clustertwin.train.rules.searched_vpps`;
+the ``vpp_whole_layers`` rule drops the others), the balanced split with and without the embedding and the loss
 counted as pipeline slots, recompute modes and ZeRO stages. Only the features of the software stack
 (:mod:`clustertwin.train.stack`) are offered: sequence parallelism (on whenever tp > 1, which saves
 memory at equal communication volume), selective recompute, its ZeRO stages, context parallelism,
@@ -32,11 +33,12 @@ from clustertwin.train.data import DEFAULT_DATASET
 from clustertwin.train.estimate import TrainEstimate, annotate, from_arrays
 from clustertwin.train.hardware import hardware
 from clustertwin.train.layout import MOE_OVERLAP_CODES, RECOMPUTE_CODES, RECOMPUTE_MODULE_BITS, Layouts
+from clustertwin.train.layout_string import pinned_layout_string
 from clustertwin.train.memory import TERMS, memory_arrays
 from clustertwin.train.moe_overlap import overlap_violation
 from clustertwin.train.params import TrainParams, resolve_params
 from clustertwin.train.resolve import default_sequence_parallel
-from clustertwin.train.rules import MESSAGES, RULES, violations
+from clustertwin.train.rules import MESSAGES, RULES, searched_vpps, violations
 from clustertwin.train.search_prune import cheapest_fitting
 from clustertwin.train.stack import STACKS, Stack, resolve_stack
 from clustertwin.train.step import evaluate_layouts
@@ -163,7 +165,7 @@ def candidates(model: ModelSpec, gpus: int, global_batch: int, gpus_per_node: in
         per_replica = global_batch // dp if global_batch % dp == 0 else 0
         mbss = choice("mbs", _divisors(per_replica) if per_replica else [1])
         vmax = VPP_MAX if (st.interleaved and pp > 1) else 1
-        vpps = choice("vpp", [v for v in range(1, vmax + 1) if pp * v <= model.layers + 2])
+        vpps = choice("vpp", searched_vpps(model.layers, pp, vmax))
         for first, last, es, ls in (splits if pp > 1 else [(0, 0, 0, 0)]):
             # expert TP: = tp (0), or 1 when tp > 1 (MoE parallel folding, moe_layout.py)
             etps = np.array([int(fx["etp"] or 0)] if "etp" in fx else ([0, 1] if model.moe and tp > 1 else [0]))
@@ -238,9 +240,7 @@ def search(model: ModelSpec, cluster: ClusterSpec, *, global_batch: int, gpus: i
         raise SpecError(f"gpus={n} exceeds the cluster's {cluster.total_gpus} GPUs", path=("gpus",))
     hw = hardware(cluster, precision, prm, stack)
     fx = dict(fixed or {})
-    if fx.get("pipeline_layout"):
-        raise SpecError("a pipeline layout string fixes one stage plan: give it to train estimate, not search",
-                        path=("pipeline_layout",))
+    parsed = pinned_layout_string(fx, model)  # a layout string pins the stage plan (layout_string.py)
     mode = fx.get("moe_overlap")
     bad = overlap_violation(stack.name, stack.moe_overlaps, str(mode), model, 2) if mode else None
     if bad:
@@ -248,6 +248,8 @@ def search(model: ModelSpec, cluster: ClusterSpec, *, global_batch: int, gpus: i
     if not hw.flash and "cp" not in fx:
         fx["cp"] = 1  # ring attention (context parallelism) runs on fused attention kernels only
     lay = candidates(model, n, global_batch, cluster.node.gpus, fx, s, stack)
+    if parsed is not None:
+        lay.first, lay.last, lay.mid, lay.from_string = (np.full(len(lay), v) for v in parsed.columns)
     viol = violations(model, lay, global_batch, cluster.node.gpus, s)
     bad = np.zeros(len(lay), dtype=bool)
     rejected: Counter[str] = Counter()

@@ -133,6 +133,9 @@ class Stack:
     inputs saved for the backward; torchao's ``Float8Linear`` casts weights on the fly and saves the
     16-bit inputs (``matmul_with_hp_or_float8_args.forward``: ``ctx.save_for_backward(input_hp,
     weight_hp_t)``), re-casting them in the backward"""
+    deepseek_memory: bool = False
+    """DeepSeek-V3's memory savings: FP8-cached MoE SwiGLU inputs with the SwiGLU output recomputed, BF16
+    AdamW moments (:mod:`clustertwin.train.memory_deepseek`)"""
 
 
 _MEGATRON_2021 = Stack("megatron-2021", 2021, flash_attention=False, tp_comm_overlap=False,
@@ -166,7 +169,8 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
             fused_cross_entropy=True, fp8_recipe="current", moe_dispatcher="deepep",
             moe_overlaps=("none", "shared_expert", "a2a", "dualpipe"), moe_force_balanced=True, moe_host_sync=False),
     replace(_MCORE_2024, name="deepseek-2024", year=2024, causal_flops=True, moe_dispatcher="deepep",
-            moe_overlaps=("none", "dualpipe"), interleaved=False, moe_host_sync=False),
+            moe_overlaps=("none", "dualpipe"), interleaved=False, moe_host_sync=False,
+            deepseek_memory=True),
 )}
 #: the two generic names of earlier releases
 ALIASES = {"te": "megatron-core-2024", "legacy": "megatron-2022"}

@@ -65,7 +65,7 @@ from clustertwin.train.physics import check_peak
 from clustertwin.train.pipeline import FIRST, LAST, p2p_time, pipeline_time, select, stage_plan
 from clustertwin.train.placement import Group, groups, ranks_per_node
 from clustertwin.train.recompute import Recompute
-from clustertwin.train.result import StageLayers, StepResult
+from clustertwin.train.result import StageLayers, StageTimes, StepResult
 from clustertwin.train.stack import Stack, resolve_stack
 from clustertwin.train.stragglers import straggler_time
 from clustertwin.train.tensor_parallel import tp_exposed
@@ -198,7 +198,9 @@ def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch
         hardware_tflops_per_gpu=hw_flops / (step * gpus) / TFLOP,
         mfu=model_flops / (step * gpus * hw.peak_flops), hfu=hw_flops / (step * gpus * hw.peak_flops),
         model_flops_per_step=model_flops, hardware_flops_per_step=hw_flops, breakdown=bd,
-        stages=StageLayers(plan.first_layers, plan.middle_layers, plan.last_layers))
+        stages=StageLayers(plan.first_layers, plan.middle_layers, plan.last_layers),
+        schedule=StageTimes(m, rc.passes, layer_time, lt.forward, lt.compute, lt.tp, lt.cp, lt.ep, host_stall, p2p_comm,
+                            p2p_host, ends.embedding_s, ends.logits_s, pipe))
     if with_memory:
         out.memory = memory_breakdown(model, lay, plan, grp, precision, hw.flash, params, s, st)
         out = out.with_fits(hw.hbm_bytes)

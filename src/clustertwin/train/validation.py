@@ -34,6 +34,9 @@ DEFAULT_RUN_GPUS = 1024
 DEFAULT_SEQUENCES_PER_GPU = 1
 #: layout fields the search varies; a case giving all of them is estimated directly
 SEARCH_FIELDS = frozenset(SPEC_FIELDS.values())
+#: fields a case may give that the search takes as given without searching them (search.pinned_modes, etp,
+#: a pipeline layout string)
+PINNED_FIELDS = frozenset(("moe_overlap", "recompute_modules", "recompute_num_layers", "etp", "pipeline_layout"))
 
 _CLUSTERS: dict[str, ClusterSpec] = {}
 _MODELS: dict[str, ModelSpec] = {}
@@ -125,7 +128,7 @@ def predict(model: ModelSpec, cluster: ClusterSpec, par: ParallelismSpec, gpus: 
         raise SpecError(f"tp x pp x dp x cp = {par.gpus} but the case has {gpus} GPUs", path=("parallelism",))
     if given >= SEARCH_FIELDS - SPLIT_FIELDS and (given & SPLIT_FIELDS or par.pp == 1 or par.pipeline_layout):
         return estimate(model, cluster, par, params=params)
-    fixed = {k: getattr(par, k) for k in given if k in SEARCH_FIELDS}
+    fixed = {k: getattr(par, k) for k in given if k in SEARCH_FIELDS or k in PINNED_FIELDS}
     fixed.update(_stack_defaults(par, cluster, params))
     res = search(model, cluster, global_batch=par.global_batch, gpus=gpus, precision=par.precision,
                  fixed=fixed, top=1, params=params, software_stack=par.software_stack)

@@ -169,7 +169,7 @@ def _infer_size(a: dict[str, Any]) -> Any:
     from clustertwin.cli.infer_cmd import size_inputs, size_result
 
     m, nodes = size_inputs(a["model"], a["node"], a["percentile"])
-    keep = ("qps", "input_len", "output_len", "slo_ttft_ms", "slo_tpot_ms", "tp", "precision", "percentile",
+    keep = ("request_rate", "input_len", "output_len", "slo_ttft_ms", "slo_tpot_ms", "tp", "precision", "percentile",
             "disaggregated", "usd_per_gpu_hour", "verify", "calibration")
     return size_result(m, nodes, **{k: a[k] for k in keep})
 
@@ -188,12 +188,12 @@ def _validate(a: dict[str, Any]) -> Any:
 
 
 #: what ``infer size`` takes only with a trace file
-_TRACE_ONLY = frozenset({"num_prompts", "request_rate", "attainment", "router", "batching", "weights_from",
+_TRACE_ONLY = frozenset({"num_requests", "attainment", "router", "batching", "weights_from",
                          "autoscale", "duration_s", "peak_to_mean", "burst_fraction", "burstiness", "period_s",
                          "length_cv", "prefix_groups", "prefix_tokens", "seed", "window_s"})
 
 COMMANDS: dict[str, ApiCommand] = {c.path: c for c in (
-    ApiCommand("train/estimate", ("train", "estimate"), "train_cmd", _train_estimate,
+    ApiCommand("train/estimate", ("train", "estimate"), "train_cmd", _train_estimate, exclude=frozenset({"timeline"}),
                summary="Step time, MFU, throughput and memory of one layout (train estimate --json)."),
     ApiCommand("train/search", ("train", "search"), "train_cmd", _train_search,
                summary="Every valid layout ranked; the options given are pinned (train search --json)."),

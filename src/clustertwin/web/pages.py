@@ -42,9 +42,10 @@ PAGES: dict[str, Page] = {p.name: p for p in (
     Page("train", "Train", "How fast does this model train on this cluster, and in which layout?",
          "train/estimate", initial=(("gpus", "64"), ("global_batch", "256"), ("tp", "2"))),
     Page("infer", "Infer", "How many GPUs serve this traffic within the SLOs?", "infer/size",
-         initial=(("qps", "10"), ("input_len", "512"), ("output_len", "128"), ("slo_ttft_ms", "500"),
+         initial=(("request_rate", "10"), ("input_len", "512"), ("output_len", "128"), ("slo_ttft_ms", "500"),
                   ("slo_tpot_ms", "50"))),
-    Page("explain", "Explain", "Where does the step time go, from storage to the scheduler?", "explain"),
+    Page("explain", "Explain", "Where does the step time go, from storage to the scheduler?", "explain",
+         initial=(("global_batch", "1024"),)),
     Page("validate", "Validate", "How close is the model to measured runs?", "validate",
          initial=(("kind", "infer"),)),
 )}

@@ -1,0 +1,1 @@
+"""Measured training steps from profiler traces (Kineto JSON): per-rank, per-step breakdown."""
