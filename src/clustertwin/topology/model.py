@@ -14,6 +14,7 @@ cluster size. Conventions (see docs/topology.md):
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
@@ -21,6 +22,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from clustertwin.errors import SpecError
+from clustertwin.topology.link_load import tier_fractions
 
 # Switch hops between endpoints by the highest tier a path climbs (fat-tree family).
 HOPS_SAME_LEAF = 1
@@ -71,7 +73,7 @@ class GroupSpan:
 
 
 @dataclass(frozen=True)
-class Topology:
+class Topology(ABC):
     """A built scale-out network (or a single node) with its metrics: the ``Network`` interface.
 
     Each network is one subclass (:mod:`clustertwin.topology.networks`: single node, fat-tree,
@@ -134,13 +136,13 @@ class Topology:
             raise SpecError(f"node index out of range 0..{self.nodes - 1}")
         return idx
 
+    @abstractmethod
     def node_address(self, node_index: np.ndarray | int) -> dict[str, np.ndarray]:
         """Leaf and pod of each node (vectorised); the torus adds x, y, z, Dragonfly+ adds group.
 
         ``leaf`` is the index of the leaf (rail-optimised: the scalable unit, i.e. the leaf of every rail);
         ``pod`` the subtree below the top tier (Dragonfly+: the group; torus: 0). One class per network
         (:mod:`clustertwin.topology.networks`) defines it."""
-        raise NotImplementedError
 
     def gpu_address(self, gpu_index: np.ndarray | int) -> dict[str, np.ndarray]:
         """Node address of each GPU plus ``node``, ``local`` (index inside the node) and ``rail``
@@ -165,10 +167,10 @@ class Topology:
             hit = self.span_cache[n] = self.span_of(np.arange(n, dtype=np.int64))
         return hit
 
+    @abstractmethod
     def span_of(self, nodes: np.ndarray | Sequence[int]) -> GroupSpan:
         """Leaves, pods, farthest hops and bandwidth fractions of any set of nodes (duplicates count once).
         The formulas are the network's own (:mod:`clustertwin.topology.networks`)."""
-        raise NotImplementedError
 
     def distinct_nodes(self, nodes: np.ndarray | Sequence[int]) -> np.ndarray:
         """Sorted distinct node indices of ``nodes`` (checked in range, at least one)."""
@@ -178,13 +180,13 @@ class Topology:
         return idx
 
     # ------------------------------------------------------------------ traffic
+    @abstractmethod
     def pair_hops(self, same_node: np.ndarray, au: dict[str, np.ndarray], av: dict[str, np.ndarray]) -> np.ndarray:
         """Switch hops (torus: link hops) between node pairs with addresses ``au``, ``av`` (vectorised)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def scattered_order(self) -> np.ndarray:
         """Every node, in the order a fragmented scheduler would hand them out (far apart first)."""
-        raise NotImplementedError
 
     def uplink_tiers(self) -> list[tuple[str, str, float]]:
         """The shared link bundles of the network as ``(name, address key, capacity GB/s per direction)``:
@@ -210,12 +212,20 @@ class Topology:
                         asucc: dict[str, np.ndarray], hops: np.ndarray) -> tuple[np.ndarray, dict[str, float]]:
         """Each group's fraction of its injection share ``w`` for one phase of ``pattern`` over the groups
         ``g`` (node indices, ``(G, n)``), and the worst load/capacity by tier
-        (:func:`clustertwin.topology.group_bandwidth`)."""
-        raise NotImplementedError
+        (:func:`clustertwin.topology.group_bandwidth`). Here: the tightest of the shared tiers of
+        :meth:`uplink_tiers` (:func:`~clustertwin.topology.link_load.tier_fractions`); networks with more
+        (Dragonfly+ global links) or other links (torus) extend or replace it."""
+        fr = np.ones(g.shape[0])
+        loads: dict[str, float] = {}
+        for name, key, cap in self.uplink_tiers():
+            ratio, per_group = tier_fractions(addr[key], asucc[key], w, pattern, cap)
+            loads[name] = ratio
+            fr = np.minimum(fr, per_group)
+        return fr, loads
 
+    @abstractmethod
     def a2a_hops(self, addr: dict[str, np.ndarray], n: int) -> tuple[float, int]:
         """Mean and largest hops over the member pairs of all-to-all groups with addresses ``addr``."""
-        raise NotImplementedError
 
     # -------------------------------------------------------------------- graph
     def wiring(self) -> Any:

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from clustertwin.topology.link_load import global_link_fractions, pair_share, tier_fractions
+from clustertwin.topology.link_load import global_link_fractions, pair_share
 from clustertwin.topology.model import (
     HOPS_DRAGONFLY_GLOBAL,
     HOPS_SAME_LEAF,
@@ -128,16 +128,6 @@ class FatTree(Topology):
             o_pod = float(self.layout.get("pod_oversubscription", 1.0))
             tiers.append(("pod uplinks", "pod", self.nodes_per_pod * inj / (o * o_pod)))
         return tiers
-
-    def phase_fractions(self, g: np.ndarray, w: np.ndarray, pattern: str, addr: dict[str, np.ndarray],
-                        asucc: dict[str, np.ndarray], hops: np.ndarray) -> tuple[np.ndarray, dict[str, float]]:
-        fr = np.ones(g.shape[0])
-        loads: dict[str, float] = {}
-        for name, key, cap in self.uplink_tiers():
-            ratio, per_group = tier_fractions(addr[key], asucc[key], w, pattern, cap)
-            loads[name] = ratio
-            fr = np.minimum(fr, per_group)
-        return fr, loads
 
     def wiring(self) -> Any:
         from clustertwin.topology.graph import fat_tree_graph
