@@ -262,28 +262,22 @@ class ClusterState:
                 eq[w] ^= bit
                 for k in span[old][w]:
                     ge[k] ^= bit
-            self.whole_sum += moved
-            self.free_total += sign * alloc.total_milli
-            if alloc.cpu or alloc.mem:
-                idx = list(alloc.node_list)
-                self.cpu_free[idx] += sign * alloc.cpu
-                self.mem_free[idx] += sign * alloc.mem
-            return
-        for n, s, m in alloc.entries:
-            rows[n][s] += sign * m
-        for n in alloc.node_list:
-            w = rows[n].count(MILLI_PER_GPU)
-            old = whole_l[n]
-            if old != w:
-                whole_l[n] = w
-                moved += w - old
-                count[old] -= 1
-                count[w] += 1
-                bit = bits[n]
-                eq[old] ^= bit
-                eq[w] ^= bit
-                for k in span[old][w]:
-                    ge[k] ^= bit
+        else:  # fractional GPUs: recount each node's wholly free GPUs
+            for n, s, m in alloc.entries:
+                rows[n][s] += sign * m
+            for n in alloc.node_list:
+                w = rows[n].count(MILLI_PER_GPU)
+                old = whole_l[n]
+                if old != w:
+                    whole_l[n] = w
+                    moved += w - old
+                    count[old] -= 1
+                    count[w] += 1
+                    bit = bits[n]
+                    eq[old] ^= bit
+                    eq[w] ^= bit
+                    for k in span[old][w]:
+                        ge[k] ^= bit
         self.whole_sum += moved
         self.free_total += sign * alloc.total_milli
         if alloc.cpu or alloc.mem:
