@@ -13,7 +13,7 @@ venv: $(BIN)/python
 	$(BIN)/pip install -q -e .
 
 dev-venv: $(BIN)/python
-	$(BIN)/pip install -q -e '.[dev,report,sweep,ray,bench,web]'
+	$(BIN)/pip install -q -e '.[dev,report,sweep,ray,bench,web,profile]'
 
 demo: venv
 	$(CT) plan

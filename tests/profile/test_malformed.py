@@ -26,11 +26,12 @@ def _write(tmp: Path, name: str, data: bytes) -> Path:
     return p
 
 
-def test_truncated_gzip_keeps_the_events_before_the_cut(tmp_path: Path):
+@pytest.mark.parametrize("stream", [True, False], ids=["ijson-if-installed", "json"])
+def test_truncated_gzip_keeps_the_events_before_the_cut(tmp_path: Path, stream: bool):
     raw = GLOO0.read_bytes()
     cut = _write(tmp_path, "cut.json.gz", raw[: len(raw) // 2])
-    full = read_kineto(GLOO0)
-    t = read_kineto(cut)
+    full = read_kineto(GLOO0, stream=stream)
+    t = read_kineto(cut, stream=stream)
     assert 0 < sum(t.event_kinds.values()) < sum(full.event_kinds.values())
     assert any(k.startswith("trace cut short after") for k in t.damage), t.damage
     r = run_cli("profile", str(cut))
@@ -38,10 +39,11 @@ def test_truncated_gzip_keeps_the_events_before_the_cut(tmp_path: Path):
     assert "trace cut short after" in r.stdout
 
 
-def test_truncated_json_text(tmp_path: Path):
+@pytest.mark.parametrize("stream", [True, False], ids=["ijson-if-installed", "json"])
+def test_truncated_json_text(tmp_path: Path, stream: bool):
     text = gzip.decompress(SMALL.read_bytes())
     p = _write(tmp_path, "cut.json", text[: int(len(text) * 0.7)])
-    t = read_kineto(p)
+    t = read_kineto(p, stream=stream)
     assert sum(t.event_kinds.values()) > 0 and any("cut short" in k for k in t.damage)
 
 

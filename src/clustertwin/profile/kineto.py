@@ -102,14 +102,68 @@ def _events(path: Path, trace: RankTrace, stream: bool) -> tuple[dict[str, Any],
             with _open(path) as f:
                 yield from ijson.items(f, "item" if meta.pop(_ARRAY, False) else "traceEvents.item", use_float=True)
         return meta, gen()
-    with _open(path) as f:
-        doc = json.loads(f.read())
+    raw, cut = _read_all(path)
+    try:
+        doc = json.loads(raw)
+    except ValueError as e:
+        return _salvage(raw.decode("utf-8", "replace"), type(cut or e).__name__)
+    if cut is not None:
+        raise cut
     if isinstance(doc, list):
         return {}, iter(doc)
     if not isinstance(doc, dict):
         raise ValueError("top level is not an object")
     events = doc.pop("traceEvents", [])
     return doc, iter(events if isinstance(events, list) else [])
+
+
+def _read_all(path: Path) -> tuple[bytes, Exception | None]:
+    """The file's bytes (decompressed), read in chunks so a truncated gzip stream keeps what came before
+    the cut; the error that stopped the read, if any."""
+    chunks: list[bytes] = []
+    with _open(path) as f:
+        try:
+            while chunk := f.read(1 << 20):
+                chunks.append(chunk)
+        except (EOFError, zlib.error, OSError) as e:
+            return b"".join(chunks), e
+    return b"".join(chunks), None
+
+
+def _salvage(text: str, cause: str) -> tuple[dict[str, Any], Iterator[Any]]:
+    """The events of a document cut short, without ``ijson``: the header before ``traceEvents`` (closed
+    with ``}``) and each complete event of the array, decoded one at a time with ``raw_decode``; the
+    iterator raises at the break so the reader counts it."""
+    decoder = json.JSONDecoder()
+    key = text.find('"traceEvents"')
+    meta: dict[str, Any] = {}
+    if key >= 0:
+        try:
+            head = json.loads(text[:key].rstrip().rstrip(",") + "}")
+            meta = head if isinstance(head, dict) else {}
+        except ValueError:
+            meta = {}
+        start = text.find("[", key)
+    else:
+        start = text.find("[")
+    if start < 0:
+        raise ValueError("no traceEvents array")
+
+    def gen() -> Iterator[Any]:
+        i = start + 1
+        n = len(text)
+        while True:
+            while i < n and text[i] in " \t\r\n,":
+                i += 1
+            if i >= n or text[i] == "]":
+                break
+            try:
+                item, i = decoder.raw_decode(text, i)
+            except ValueError:
+                break
+            yield item
+        raise ValueError(f"document cut short ({cause})")
+    return meta, gen()
 
 
 def _num(v: Any) -> float | None:
