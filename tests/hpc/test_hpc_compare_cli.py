@@ -63,8 +63,8 @@ def test_cli_estimate_json_and_errors() -> None:
         assert len(res.stderr.strip().splitlines()) == 1
 
 
-#: 2026 parts with no public list price yet (Blackwell Ultra): they carry none rather than a guess
-UNPRICED = {"b300", "gb300", "dgx-b300", "gb300-nvl72"}
+#: catalog parts that carry no price rather than a guess (none: Blackwell Ultra now has sourced estimates)
+UNPRICED: set[str] = set()
 
 
 @pytest.mark.parametrize("kind", ["gpu", "node"])
