@@ -31,7 +31,7 @@ def _cluster(tmp_path: Path, source: object, name: str = "c.yaml") -> Path:
     return write_yaml(tmp_path / name, data)
 
 
-COMMANDS = [("train", "estimate", "-m", "llama3-8b", "-b", "1024"), ("explain", "-m", "llama3-8b"),
+COMMANDS = [("train", "estimate", "-m", "llama3-8b", "-b", "1024"), ("explain", "-m", "llama3-8b", "-b", "1024"),
             ("comm", "all_reduce"), ("hpc", "estimate", "hpl"), ("plan",)]
 
 
@@ -55,7 +55,7 @@ def test_list_source_in_a_model_and_in_plan_json(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("source", [[1, 2], [{"a": 1}], [["nested"]], {"a": "b"}])
 def test_malformed_source_is_one_line(tmp_path: Path, source: object) -> None:
-    r = run("error lines", "explain", "-m", "llama3-8b", "-c", str(_cluster(tmp_path, source)))
+    r = run("error lines", "explain", "-m", "llama3-8b", "-b", "1024", "-c", str(_cluster(tmp_path, source)))
     _only_error(r, f"error: {tmp_path / 'c.yaml'}: source")
 
 
@@ -82,7 +82,7 @@ def test_torus_dims_error_names_the_cluster_file(tmp_path: Path) -> None:
     data = yaml.safe_load((EXAMPLES / "tpu-style-torus-4k.yaml").read_text(encoding="utf-8"))
     data["network"]["torus_dims"] = [8, 8, 4]
     c = write_yaml(tmp_path / "torus.yaml", data)
-    for args in (("plan", str(c)), ("explain", "-m", "llama3-8b", "-c", str(c))):
+    for args in (("plan", str(c)), ("explain", "-m", "llama3-8b", "-b", "1024", "-c", str(c))):
         _only_error(run("error lines", *args), f"error: {c}: network: torus_dims 8x8x4 = 256 nodes, but nodes = 512")
     data["network"]["torus_dims"] = [8, 8, 8]
     assert run("error lines", "plan", str(write_yaml(tmp_path / "ok.yaml", data))).code == 0

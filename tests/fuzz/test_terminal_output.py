@@ -48,7 +48,7 @@ COMMANDS: list[tuple[str, ...]] = [
     ("plan", "{c}"),
     ("plan", "{c}", "--compare", "ref-1k-h100"),
     ("train", "estimate", "-c", "{c}", "-m", "{m}", *TRAIN),
-    ("explain", "-c", "{c}", "-m", "{m}", "--gpus", "64", "--tp", "8"),
+    ("explain", "-c", "{c}", "-m", "{m}", "--gpus", "64", "-b", "512", "--tp", "8"),
     ("hpc", "estimate", "hpl", "-c", "{c}", "--gpus", "64"),
 ]
 #: commands that print the spec's id or nothing of its name: still no raw control byte anywhere
@@ -89,7 +89,8 @@ def test_spec_named_closing_tag(tmp_path: Path) -> None:
     """A spec named ``[/x]`` (exit 1 with a MarkupError in plan, train, hpc and explain before)."""
     c = write_yaml(tmp_path / "c.yaml", {"preset": "ref-1k-h100", "name": "[/x]"})
     for argv in (("plan", str(c)), ("train", "estimate", "-c", str(c), "-m", "llama3-8b", *TRAIN),
-                 ("hpc", "estimate", "hpl", "-c", str(c)), ("explain", "-c", str(c), "-m", "llama3-8b", "--gpus", "64")):
+                 ("hpc", "estimate", "hpl", "-c", str(c)),
+                 ("explain", "-c", str(c), "-m", "llama3-8b", "--gpus", "64", "-b", "512")):
         r = run("terminal", *argv)
         assert r.code == 0 and "[/x]" in r.stdout, (argv, r.stderr)
 

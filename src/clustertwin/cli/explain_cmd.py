@@ -26,6 +26,7 @@ from clustertwin.cli.layout_options import (
     EpOpt,
     EtpOpt,
     FirstStageOpt,
+    GlobalBatchOpt,
     LastStageOpt,
     LossSplitOpt,
     MicroBatchOpt,
@@ -56,7 +57,7 @@ PLACEMENTS = typing.get_args(PlacementKind)
 def explain_command(
     cluster: str = ClusterOpt,
     model: str = typer.Option("llama3-8b", "--model", "-m", help="Model catalog id or YAML/JSON file."),
-    global_batch: int = typer.Option(1024, "--global-batch", "-b", help="Sequences per optimizer step."),
+    global_batch: int = GlobalBatchOpt,
     gpus: int = typer.Option(None, "--gpus", "-g", help="GPUs of the job (default: the whole cluster)."),
     seq_len: int = SeqOpt,
     tp: int = TpOpt,

@@ -23,6 +23,7 @@ from clustertwin.cli.layout_options import (
     EpOpt,
     EtpOpt,
     FirstStageOpt,
+    GlobalBatchOpt,
     LastStageOpt,
     LossSplitOpt,
     MicroBatchOpt,
@@ -57,7 +58,6 @@ train_app = typer.Typer(help="LLM training: memory, step time, layout search, sc
 
 ModelOpt = typer.Option("llama3-8b", "--model", "-m", help="Model catalog id or YAML/JSON file.")
 GpusOpt = typer.Option(None, "--gpus", "-g", help="GPUs to use (default: the whole cluster).")
-BatchOpt = typer.Option(..., "--global-batch", "-b", help="Sequences per optimizer step.")
 CalOpt = typer.Option(None, "--calibration", help="Calibration file (train: overrides of TrainParams).")
 TokensOpt = typer.Option(None, "--tokens", help="Token budget: adds days, GPU-hours, energy and cost.")
 PriceOpt = typer.Option(0.0, "--usd-per-gpu-hour", help="GPU rental price for the cost estimate.")
@@ -128,7 +128,7 @@ def estimate_command(
     cluster: str = ClusterOpt,
     model: str = ModelOpt,
     gpus: int = GpusOpt,
-    global_batch: int = BatchOpt,
+    global_batch: int = GlobalBatchOpt,
     seq_len: int = SeqOpt,
     tp: int = TpOpt,
     pp: int = PpOpt,
@@ -201,7 +201,7 @@ def search_command(
     cluster: str = ClusterOpt,
     model: str = ModelOpt,
     gpus: int = GpusOpt,
-    global_batch: int = BatchOpt,
+    global_batch: int = GlobalBatchOpt,
     seq_len: int = SeqOpt,
     tp: int = search_option("tp"),
     pp: int = search_option("pp"),
@@ -259,7 +259,7 @@ def scale_command(
     model: str = ModelOpt,
     max_gpus: int = typer.Option(None, "--gpus", "-g", help="Largest GPU count (default: the whole cluster)."),
     start_gpus: int = typer.Option(None, "--start-gpus", help="Smallest GPU count (default: one node)."),
-    global_batch: int = BatchOpt,
+    global_batch: int = GlobalBatchOpt,
     seq_len: int = SeqOpt,
     precision: str = PrecOpt,
     tokens: float = TokensOpt,
