@@ -10,6 +10,8 @@ data each rank sends in an all-to-all, the message of a send/recv.
 
 from __future__ import annotations
 
+from bisect import bisect_right
+
 import numpy as np
 
 from clustertwin.comm import collective
@@ -21,7 +23,10 @@ OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv")
 #: message sizes (bytes) at which the collective model is sampled once per group shape; between grid
 #: points time is linear in size, as within one (algorithm, protocol) candidate of an alpha-beta model
 GRID_BYTES = 2.0 ** np.arange(0.0, 44.25, 0.25)
+_GRID_LIST: list[float] = GRID_BYTES.tolist()
 _CACHE: dict[tuple, np.ndarray] = {}
+#: the same grid times as Python floats, for one-point interpolation (:func:`_interp_one`)
+_LIST_CACHE: dict[int, tuple[np.ndarray, list[float]]] = {}
 _CACHE_LIMIT = 4096
 #: object id -> (the object, its value key): hashing a spec walks all its fields, so each object is
 #: hashed once; equal specs built separately (every validation case loads its own) share grid entries
@@ -86,6 +91,30 @@ def _interp(x: np.ndarray, times: np.ndarray) -> np.ndarray:
     return y
 
 
+def _interp_one(x: float, times: np.ndarray) -> float:
+    """``np.interp(x, GRID_BYTES, times)`` of one point inside the grid, with numpy's arithmetic (slope
+    ``(t[j+1] - t[j]) / (g[j+1] - g[j])`` times ``x - g[j]`` plus ``t[j]``; exact grid points return ``t[j]``)
+    on Python floats, without numpy's per-call overhead."""
+    if not _GRID_LIST[0] < x < _GRID_LIST[-1]:  # the ends, and NaN: numpy itself
+        return float(np.interp(x, GRID_BYTES, times))
+    hit = _LIST_CACHE.get(id(times))
+    if hit is None or hit[0] is not times:
+        if len(_LIST_CACHE) >= _CACHE_LIMIT:
+            _LIST_CACHE.clear()
+        hit = _LIST_CACHE[id(times)] = (times, times.tolist())
+    t, g = hit[1], _GRID_LIST
+    j = bisect_right(g, x) - 1
+    if g[j] == x:
+        return t[j]
+    slope = (t[j + 1] - t[j]) / (g[j + 1] - g[j])
+    y = slope * (x - g[j]) + t[j]
+    if y != y:  # NaN one way: the other (as numpy)
+        y = slope * (x - g[j + 1]) + t[j + 1]
+        if y != y and t[j] == t[j + 1]:
+            y = t[j]
+    return y
+
+
 def _fraction_key(f) -> float:
     """Net fractions are cached to 3 decimals (a 0.1% bandwidth difference is below the model's accuracy)."""
     return min(1.0, max(round(float(f), 3), 1e-3))
@@ -129,7 +158,7 @@ def collective_time(cluster: ClusterSpec, op: str, nbytes, gpus, ranks_per_node,
         x = float(nbytes)
         if x > GRID_BYTES[-1]:
             return float(times[-1] + (x - GRID_BYTES[-1]) * (times[-1] - times[-2]) / _SLOPE_DX)
-        return float(np.interp(x, GRID_BYTES, times))
+        return _interp_one(x, times)
     nb, n, r, fr = np.broadcast_arrays(np.asarray(nbytes, dtype=float), np.asarray(gpus, dtype=np.int64),
                                        np.asarray(ranks_per_node, dtype=np.int64),
                                        _pack(np.clip(np.round(np.asarray(net_fraction, dtype=float), 3), 1e-3, 1.0),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from clustertwin.errors import SpecError
@@ -124,7 +124,8 @@ def from_arrays(out: StepResult, lay: Layouts, i: int, *, global_batch: int, seq
         breakdown={k: scalar(v, i) for k, v in out.breakdown.as_dict().items()},
         model_flops_per_step=scalar(out.model_flops_per_step, i), checkpoint_bytes=checkpoint_bytes(model),
         stage_plan=_stage_plan(out, lay, i), software_stack=stack,
-        schedule={k: scalar(v, i) for k, v in asdict(out.schedule).items()} if out.schedule is not None else {})
+        schedule=({f.name: scalar(getattr(out.schedule, f.name), i) for f in fields(out.schedule)}
+                  if out.schedule is not None else {}))
 
 
 def annotate(est: TrainEstimate, cluster: ClusterSpec, lay: Layouts, i: int, placement, dataset) -> TrainEstimate:

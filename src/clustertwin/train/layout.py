@@ -117,17 +117,21 @@ class Layouts:
 
     def row(self, i: int) -> dict[str, int | bool | str]:
         """Layout ``i`` as a flat dict (for tables and JSON)."""
-        if self.is_scalar:
-            return self.as_arrays().row(i)
-        return {"tp": int(self.tp[i]), "pp": int(self.pp[i]), "dp": int(self.dp[i]), "cp": int(self.cp[i]),
-                "ep": int(self.ep[i]), "vpp": int(self.vpp[i]), "micro_batch": int(self.mbs[i]),
-                "recompute": RECOMPUTE_NAMES[int(self.recompute[i])], "zero": int(self.zero[i]),
-                "sequence_parallel": bool(self.sp[i]), "first_stage_layers": int(self.first[i]) or None,
-                "last_stage_layers": int(self.last[i]) or None, "embedding_in_split": bool(self.emb_split[i]),
-                "loss_in_split": bool(self.loss_split[i]), "etp": int(self.etp[i]) or int(self.tp[i]),
-                "moe_overlap": MOE_OVERLAP_NAMES[int(self.moe_overlap[i])],
-                "recompute_modules": tuple(k for k, b in RECOMPUTE_MODULE_BITS.items() if int(self.rc_modules[i]) & b),
-                "recompute_num_layers": int(self.rc_layers[i]) or None}
+        one = self.is_scalar  # a scalar layout is its own row: no array round trip
+
+        def at(x):
+            return x if one else x[i]
+
+        tp, rc_modules = int(at(self.tp)), int(at(self.rc_modules))
+        return {"tp": tp, "pp": int(at(self.pp)), "dp": int(at(self.dp)), "cp": int(at(self.cp)),
+                "ep": int(at(self.ep)), "vpp": int(at(self.vpp)), "micro_batch": int(at(self.mbs)),
+                "recompute": RECOMPUTE_NAMES[int(at(self.recompute))], "zero": int(at(self.zero)),
+                "sequence_parallel": bool(at(self.sp)), "first_stage_layers": int(at(self.first)) or None,
+                "last_stage_layers": int(at(self.last)) or None, "embedding_in_split": bool(at(self.emb_split)),
+                "loss_in_split": bool(at(self.loss_split)), "etp": int(at(self.etp)) or tp,
+                "moe_overlap": MOE_OVERLAP_NAMES[int(at(self.moe_overlap))],
+                "recompute_modules": tuple(k for k, b in RECOMPUTE_MODULE_BITS.items() if rc_modules & b),
+                "recompute_num_layers": int(at(self.rc_layers)) or None}
 
 LAYOUT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Layouts))
 #: the stage-plan columns, which default to the balanced split
@@ -172,6 +176,11 @@ def ceil(x):
 
 def log2(x):
     return np.log2(x) if isinstance(x, _ND) else math.log2(x)
+
+
+def any_true(x) -> bool:
+    """Whether any element is true (``np.any`` on arrays, ``bool`` on scalars)."""
+    return bool(np.any(x)) if isinstance(x, _ND) else bool(x)
 
 
 def as_float(x):

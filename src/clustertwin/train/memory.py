@@ -32,7 +32,7 @@ from clustertwin.train import memory_fsdp as mf
 from clustertwin.train.breakdown import MEMORY_TERMS, MemoryBreakdown
 from clustertwin.train.flops import param_counts
 from clustertwin.train.hardware import value_bytes
-from clustertwin.train.layout import RECOMPUTE_CODES, Layouts, as_float, fmax, fmin, scalar, where
+from clustertwin.train.layout import RECOMPUTE_CODES, Layouts, any_true, as_float, fmax, fmin, scalar, where
 from clustertwin.train.memory_activations import (  # re-exported: the activation model's public names
     ACT_BYTES,
     FP8_BYTES,
@@ -118,7 +118,7 @@ def _layer_activations(model: ModelSpec, lay: Layouts, plan: StagePlan, s: int, 
                                                                                 lay.sp, moe), a)
                                           for moe, a in ((False, act_layer_dense), (True, act_layer_moe)))
     act_layer = (1 - plan.moe_share) * act_layer_dense + plan.moe_share * act_layer_moe
-    if np.any(np.asarray(lay.rc_layers) > 0):  # block recompute of some layers only (memory_moe)
+    if any_true(lay.rc_layers > 0):  # block recompute of some layers only (memory_moe)
         frac = full_recompute_fraction(lay, model.layers)
         kept = [activation_bytes_per_layer(model, s, lay.mbs, lay.tp, lay.cp, lay.sp, RECOMPUTE_CODES["none"], flash,
                                            moe_layer=moe, fp8=fp8, modules=lay.rc_modules, act_bytes=vb,

@@ -23,7 +23,7 @@ import numpy as np
 from clustertwin.errors import SpecError
 from clustertwin.specs.calibration import Calibration
 from clustertwin.specs.model import ModelSpec
-from clustertwin.train.layout import Layouts
+from clustertwin.train.layout import Layouts, is_array
 from clustertwin.train.params import DEFAULT_PARAMS, TrainParams
 from clustertwin.train.result import StepResult
 
@@ -56,6 +56,8 @@ def check_peak(out: StepResult, lay: Layouts, model: ModelSpec, params: TrainPar
                calibration: Calibration | None) -> None:
     """SpecError when any layout of an :func:`~clustertwin.train.step.evaluate_layouts` result has MFU or
     HFU above 1; it names the calibration's file and its optimistic parameters (see the module docstring)."""
+    if not is_array(out.hfu, out.mfu) and not (out.hfu > 1.0 or out.mfu > 1.0):
+        return  # one layout within peak: no array round trip
     hfu = np.atleast_1d(np.asarray(out.hfu, dtype=float))
     mfu = np.atleast_1d(np.asarray(out.mfu, dtype=float))
     if not (np.any(hfu > 1.0) or np.any(mfu > 1.0)):

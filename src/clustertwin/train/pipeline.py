@@ -37,13 +37,17 @@ from dataclasses import dataclass
 
 from clustertwin.specs.model import ModelSpec
 from clustertwin.train.gemm import BF16_BYTES
-from clustertwin.train.layout import Layouts, as_float, ceil, fmax, fmin, where
+from clustertwin.train.layout import LAYOUT_FIELDS, Layouts, as_float, ceil, fmax, fmin, where
 from clustertwin.train.params import TrainParams
+from clustertwin.train.spec_keys import spec_key
 
 KERNELS_P2P = 4
 
 #: stage classes of a plan
 FIRST, MIDDLE, LAST = 0, 1, 2
+
+_PLAN_CACHE: dict[tuple, StagePlan] = {}
+_PLAN_CACHE_LIMIT = 4096
 
 
 @dataclass
@@ -79,7 +83,21 @@ def _chunks_below(r, stage, p, v):
 
 
 def stage_plan(model: ModelSpec, lay: Layouts, global_batch: int) -> StagePlan:
-    """The stage plan of every layout (module docstring)."""
+    """The stage plan of every layout (module docstring). One scalar layout's plan is cached by the model
+    object, the layout's values and the batch (the layout rules and the step model both read it; a plan is
+    only read, never changed)."""
+    if not lay.is_scalar:
+        return _plan(model, lay, global_batch)
+    key = (spec_key(model), global_batch, *(getattr(lay, f) for f in LAYOUT_FIELDS))
+    hit = _PLAN_CACHE.get(key)
+    if hit is None:
+        if len(_PLAN_CACHE) >= _PLAN_CACHE_LIMIT:
+            _PLAN_CACHE.clear()
+        hit = _PLAN_CACHE[key] = _plan(model, lay, global_batch)
+    return hit
+
+
+def _plan(model: ModelSpec, lay: Layouts, global_batch: int) -> StagePlan:
     L, p, v = model.layers, lay.pp, lay.vpp
     pf = as_float(p)
     m = fmax(1, global_batch // (lay.mbs * lay.dp))
