@@ -142,3 +142,20 @@ def test_shipped_mix_loads():
     assert shares["llama3-8b-pretrain"] == pytest.approx(0.4)
     assert shares["llama3-70b-pretrain"] == pytest.approx(0.1)
     assert {c.name: c.gpus for c in mix.classes}["llama3-70b-pretrain"] == (512,)
+
+
+def test_more_flows_per_nic_spread_ecmp_collisions(fat_tree):
+    topo = fat_tree[2].topology
+    one, eight = contention.fabric_of(topo, "ecmp"), contention.fabric_of(topo, "ecmp", flows_per_nic=8)
+    assert eight.flow_gb_per_s == pytest.approx(one.port_gb_per_s / 8)
+    nodes = np.arange(0, 64, 4, dtype=np.int64)  # one node per leaf group stride: crosses the spine
+    b1, f1 = one.demand(nodes)
+    b8, f8 = eight.demand(nodes)
+    np.testing.assert_array_equal(b1, b8)
+    np.testing.assert_array_equal(f8, 8 * f1)  # each NIC opens 8 flows, each at 1/8 of the port
+    c1, c8 = one.effective_capacity(b1, f1), eight.effective_capacity(b8, f8)
+    assert np.all(c8 >= c1 - 1e-9) and np.any(c8 > c1)  # finer hashing: fewer hot links
+    assert np.all(c8 <= one.cap_gb_per_s[b1] + 1e-9)
+    for bad in (0, 2000, True, 1.5):
+        with pytest.raises(SpecError, match="flows_per_nic"):
+            contention.fabric_of(topo, "ecmp", flows_per_nic=bad)

@@ -32,7 +32,7 @@ import numpy as np
 
 from clustertwin.sched.bodies import Bodies
 from clustertwin.sched.cluster import SchedCluster
-from clustertwin.sched.contention import Fabric, alone_rate, max_min_rates
+from clustertwin.sched.contention import Fabric, alone_rate, bottleneck_slowdowns
 from clustertwin.sched.engine import SimConfig, Simulator
 from clustertwin.sched.failures import FailureEvents
 from clustertwin.sched.job_states import COMPLETED, END_EVENT, KILLED
@@ -178,40 +178,15 @@ class CoSimulator(Simulator):
             self._contend(t)
 
     def _contend(self, t: float) -> None:
-        """Max-min fair rates of the jobs on shared bundles; re-time those whose stretch changed. Only jobs
-        crossing an over-demanded bundle (demand above its effective capacity) can get less than their full
-        rate: the filling runs on them, with the full demand of the others (who get it) taken off the
-        capacities."""
+        """Max-min fair rates of the jobs on shared bundles
+        (:func:`~clustertwin.sched.contention.bottleneck_slowdowns`); re-time those whose stretch changed."""
         fab = self.fabric
         assert fab is not None
         self.updates += 1
         if not self.net:
             return
         js = sorted(self.net)
-        flows = self.flows
-        used = np.flatnonzero(flows)
-        cap = fab.effective_capacity(used, flows[used])
-        over_used = flows[used] * fab.port_gb_per_s > cap * (1.0 + _REL)
-        slow: dict[int, float] = {}
-        if over_used.any():
-            over = np.zeros(fab.bundles, dtype=bool)
-            over[used[over_used]] = True
-            bs = [self.net[j][0] for j in js]
-            rows = np.repeat(np.arange(len(js)), [len(b) for b in bs])
-            ball = np.concatenate(bs)
-            hit_rows = np.unique(rows[over[ball]])
-            pick = np.isin(rows, hit_rows)
-            row_of = np.searchsorted(hit_rows, rows[pick])
-            sub, cols = np.unique(ball[pick], return_inverse=True)
-            f_hit = np.concatenate([self.net[js[r]][1] for r in hit_rows.tolist()])
-            demand = np.zeros((len(hit_rows), len(sub)))
-            demand[row_of, cols] = f_hit * fab.port_gb_per_s
-            mine = np.bincount(cols, weights=f_hit, minlength=len(sub))
-            residual = cap[np.searchsorted(used, sub)] - (flows[sub] - mine) * fab.port_gb_per_s
-            x = max_min_rates(demand, np.maximum(residual, 0.0))
-            for r, xj in zip(hit_rows.tolist(), x.tolist(), strict=True):
-                j = js[r]
-                slow[j] = max(self.net[j][2] / max(xj, 1e-12), 1.0)
+        slow = bottleneck_slowdowns(fab, self.flows, self.net)
         stretch, share = self.stretch, self.share
         for j in js:
             new = 1.0 + share[j] * (slow.get(j, 1.0) - 1.0)
