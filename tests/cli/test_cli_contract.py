@@ -35,9 +35,16 @@ EXCEPTIONS: dict[str, tuple[tuple[str, ...], str]] = {
 PARTIAL: dict[str, str] = {
     "train scale": "searches the layout at every GPU count it tries",
     "diagnose": "reads a failed job's logs; --global-batch and --seq-len only size its OOM advice",
+    "profile": "reads the layout from the trace (world size); --compare's prediction takes the group sizes "
+               "and the batch a trace does not say",
+}
+#: PARTIAL commands that declare layout options too (not only the run options around a layout)
+PARTIAL_LAYOUT: dict[str, tuple[str, ...]] = {
+    "profile": ("--tp", "--pp", "--dp", "--cp", "--ep", "--micro-batch"),
 }
 #: command -> checked options it declares on purpose without the shared default/required, and why
-OPTIONAL: dict[str, tuple[str, ...]] = {"diagnose": ("--global-batch",)}  # advice only: not required
+OPTIONAL: dict[str, tuple[str, ...]] = {"diagnose": ("--global-batch",),  # advice only: not required
+                                        "profile": ("--global-batch",)}  # only --compare against the twin
 _FAILURES = "failures, checkpoints and restarts of one layout's time-to-train (a Monte Carlo per layout)"
 #: options of train estimate that train search does not take, and why
 ESTIMATE_ONLY: dict[str, str] = {
@@ -87,7 +94,7 @@ def test_the_layout_commands_exist_and_nothing_else_takes_a_layout() -> None:
         given = set(_options(path)) & set(CHECKED)
         if path in LAYOUT_COMMANDS or not given or path.startswith(("infer ", "node ")):
             continue  # inference and node benchmarks: --tp/--precision of serving and GEMMs, another idea
-        assert path in PARTIAL and given <= run_only, (path, sorted(given))
+        assert path in PARTIAL and given <= run_only | set(PARTIAL_LAYOUT.get(path, ())), (path, sorted(given))
 
 
 def test_each_layout_command_declares_every_layout_option() -> None:

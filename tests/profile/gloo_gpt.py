@@ -4,8 +4,10 @@ Tensor parallelism as in Megatron-LM (Shoeybi et al., 2019, section 3): per laye
 fc1 behind an ``f`` operator (identity forward, all-reduce backward) and a row-parallel output projection and
 fc2 followed by a ``g`` operator (all-reduce forward, identity backward). So every step makes, per rank,
 ``4 * LAYERS`` TP all-reduces of ``BATCH * SEQ * HIDDEN`` fp32 values (2 per layer forward, 2 backward) and
-one DP all-reduce of the rank's flattened gradients. ``extra_allreduce`` adds one more DP all-reduce of the
-same size per step; ``sleep_s`` sleeps in the data set's ``__getitem__`` (a slow data loader).
+one DP all-reduce of the rank's flattened gradients. ``extra`` adds one more DP all-reduce per step, of
+:data:`EXTRA_BYTES` (a large unbucketed buffer synchronised by mistake: big enough that its time stands
+above the run-to-run noise of four gloo processes sharing two cores); ``sleep_s`` sleeps in the data set's
+``__getitem__`` (a slow data loader).
 
 Run as a script to record a trace set: ``python -m tests.profile.gloo_gpt OUT_DIR [--sleep S] [--extra]``.
 """
@@ -23,6 +25,8 @@ WORLD = TP * DP
 LAYERS, HIDDEN, HEADS, SEQ, BATCH, VOCAB = 2, 64, 4, 32, 4, 128
 STEPS, WAIT, WARMUP, ACTIVE = 5, 1, 1, 3
 """Steps run and the profiler schedule: the trace holds ``ACTIVE`` ProfilerSteps."""
+EXTRA_BYTES = 16 * 2**20
+"""Bytes of the extra DP all-reduce of ``--extra`` (4 Mi fp32 values)."""
 
 
 def tp_ranks(rank: int) -> list[int]:
@@ -146,7 +150,7 @@ def _worker(rank: int, port: int, out: str, sleep_s: float, extra: bool) -> None
             with mark(dp_desc):
                 dist.all_reduce(flat, group=dp_g)
                 if extra:
-                    dist.all_reduce(flat.clone(), group=dp_g)
+                    dist.all_reduce(torch.ones(EXTRA_BYTES // 4), group=dp_g)
             opt.step()
             prof.step()
     dist.destroy_process_group()

@@ -8,7 +8,9 @@ from typing import Any
 
 import typer
 
-from clustertwin.cli.common import JsonOpt, console, print_json, table
+from clustertwin.cli.common import ClusterOpt, JsonOpt, console, print_json, table
+from clustertwin.cli.layout_options import CpOpt, DpOpt, EpOpt, MicroBatchOpt, PpOpt, TpOpt
+from clustertwin.errors import SpecError
 from clustertwin.profile.classify import COMM_KINDS, COMPUTE_KEYS
 from clustertwin.profile.kineto import streaming_available
 
@@ -105,6 +107,39 @@ def _print(rep: Any) -> None:
                       "to stream large traces)")
 
 
+def _predicted(rep: Any, *, cluster: str, model: str, global_batch: int, calibration: str | None, dataset: str,
+               layout: dict[str, Any]) -> tuple[int, dict[str, float]]:
+    """(GPUs, predicted breakdown) of the traced job: the world size read from the trace (the layout options
+    fill the rest; ``--dp`` with them overrides it)."""
+    from clustertwin.cli.layout_options import LAYOUT_PARAMS
+    from clustertwin.cli.train_run import estimate_result
+
+    world = next((r.world_size for r in rep.ranks if r.world_size), None)
+    given = {k: layout.get(k) for k in ("tp", "pp", "cp")}
+    gpus = (given["tp"] or 1) * (given["pp"] or 1) * (given["cp"] or 1) * layout["dp"] if layout.get("dp") else world
+    e = estimate_result(cluster=cluster, model=model, gpus=gpus, global_batch=global_batch, seq_len=None,
+                        precision="bf16", tokens=None, usd_per_gpu_hour=0.0, calibration=calibration, force=False,
+                        stack="auto", placement="contiguous", dataset=dataset, with_failures=False,
+                        async_checkpoint=False, hot_spares=None, trials=0, seed=0,
+                        **{**dict.fromkeys(LAYOUT_PARAMS), **layout})[0]
+    return e.gpus, e.breakdown
+
+
+def _compare(rep: Any, reference: dict[str, float], against: str, gpus: int | None, json_out: bool) -> None:
+    """Print measured against ``reference`` (the twin's prediction or a baseline trace's terms) per step
+    term, and the sentence naming the largest gap."""
+    from clustertwin.profile.compare import compare_terms, measured_breakdown
+
+    rows, sentence = compare_terms(measured_breakdown(rep), reference, reference_name=against)
+    if json_out:
+        print_json({"against": against, "gpus": gpus, "rows": [vars(r) for r in rows], "largest_gap": sentence})
+        return
+    console.print(table(f"measured vs {against} per step term, ms", ["term", "measured", against, "gap", "gap %"],
+                        [[r.term, _ms(r.measured_s), _ms(r.predicted_s), _ms(r.gap_s), 100 * r.gap_share]
+                         for r in rows]))
+    console.print(sentence)
+
+
 def profile_command(
     traces: list[Path] = typer.Argument(..., help="Kineto .json/.json.gz files (one per rank), Nsight Systems "
                                         ".sqlite exports, or folders of them."),
@@ -112,17 +147,49 @@ def profile_command(
                                    help="Use annotations / NVTX ranges whose name starts with NAME as the steps "
                                         "(default: ProfilerStep#N)."),
     json_out: bool = JsonOpt,
+    compare: bool = typer.Option(False, "--compare", help="Print measured against the twin's predicted step per "
+                                 "term (needs --model and --global-batch), or against --baseline's traces."),
+    baseline: list[Path] = typer.Option(None, "--baseline", help="With --compare: traces of a reference run "
+                                        "(the same job before a change) to compare against instead of the twin."),
+    cluster: str = ClusterOpt,
+    model: str = typer.Option(None, "--model", "-m", help="Model catalog id or YAML/JSON file (--compare)."),
+    global_batch: int = typer.Option(None, "--global-batch", "-b", help="Sequences per optimizer step (--compare)."),
+    tp: int | None = TpOpt,
+    pp: int | None = PpOpt,
+    dp: int | None = DpOpt,
+    cp: int | None = CpOpt,
+    ep: int | None = EpOpt,
+    micro_batch: int | None = MicroBatchOpt,
+    calibration: str = typer.Option(None, "--calibration", help="Calibration file (train: overrides of "
+                                    "TrainParams) for the prediction."),
+    dataset: str = typer.Option("none", "--dataset", help="What the predicted job reads (a dataset of train "
+                                "estimate's --dataset; default none: no data-loading term)."),
 ) -> None:
     """Per rank and per step: wall, GPU busy, compute by kernel class, communication by process-group kind
     (exposed and overlapped), idle (host-bound, data wait, rank wait), memcpy; skew between ranks; HTA's
-    temporal breakdown and comm-comp overlap. Damaged files and unknown events are counted, never fatal."""
+    temporal breakdown and comm-comp overlap. Damaged files and unknown events are counted, never fatal.
+    With --compare: measured against predicted (or a baseline run) per term, the largest gap named."""
     from clustertwin.profile.report import profile
 
     rep = profile(traces, step_range=step_range)
-    if json_out:
-        print_json(rep.to_dict())
+    if not compare:
+        if json_out:
+            print_json(rep.to_dict())
+        else:
+            _print(rep)
         return
-    _print(rep)
+    if baseline:
+        from clustertwin.profile.compare import measured_breakdown
+
+        _compare(rep, measured_breakdown(profile(baseline, step_range=step_range)), "baseline", None, json_out)
+        return
+    if not (model and global_batch):
+        raise SpecError("profile --compare needs --model and --global-batch (the twin's prediction), or "
+                        "--baseline TRACE (a reference run)")
+    layout = {"tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "micro_batch": micro_batch}
+    gpus, predicted = _predicted(rep, cluster=cluster, model=model, global_batch=global_batch,
+                                 calibration=calibration, dataset=dataset, layout=layout)
+    _compare(rep, predicted, "predicted", gpus, json_out)
 
 
 def register(app: typer.Typer) -> None:
