@@ -37,20 +37,24 @@ PARTIAL: dict[str, str] = {
     "diagnose": "reads a failed job's logs; --global-batch and --seq-len only size its OOM advice",
     "profile": "reads the layout from the trace (world size); --compare's prediction takes the group sizes "
                "and the batch a trace does not say",
+    "calibrate": "--profile fits the twin to a traced run: the layout as profile --compare reads it",
 }
 #: PARTIAL commands that declare layout options too (not only the run options around a layout)
 PARTIAL_LAYOUT: dict[str, tuple[str, ...]] = {
     "profile": ("--tp", "--pp", "--dp", "--cp", "--ep", "--micro-batch"),
+    "calibrate": ("--tp", "--pp", "--dp", "--cp", "--ep", "--micro-batch"),
 }
 #: command -> checked options it declares on purpose without the shared default/required, and why
 OPTIONAL: dict[str, tuple[str, ...]] = {"diagnose": ("--global-batch",),  # advice only: not required
-                                        "profile": ("--global-batch",)}  # only --compare against the twin
+                                        "profile": ("--global-batch",),  # only --compare against the twin
+                                        "calibrate": ("--global-batch",)}  # only --profile
 _FAILURES = "failures, checkpoints and restarts of one layout's time-to-train (a Monte Carlo per layout)"
 #: options of train estimate that train search does not take, and why
 ESTIMATE_ONLY: dict[str, str] = {
     "--with-failures": _FAILURES, "--async-checkpoint": _FAILURES, "--hot-spares": _FAILURES,
     "--trials": _FAILURES, "--seed": _FAILURES,
     "--timeline": "the per-rank timeline of one estimated step (search ranks many layouts)",
+    "--trace-out": "profiler traces of one estimated step (search ranks many layouts)",
 }
 
 

@@ -90,4 +90,4 @@ def test_cli_compare_against_the_twin_takes_world_size_from_the_trace() -> None:
     assert rows["step"]["predicted_s"] == pytest.approx(sum(v["predicted_s"] for k, v in rows.items() if k != "step"))
     assert out["largest_gap"].startswith("the largest gap is")
     bad = run_cli("profile", str(GLOO / "plain"), "--compare")
-    assert bad.code == 2 and "--compare needs" in bad.stderr and "--baseline" in bad.stderr
+    assert bad.code == 2 and "needs --model and --global-batch" in bad.stderr and "--baseline" in bad.stderr

@@ -18,6 +18,7 @@ from clustertwin.cli.common import (
     require_gpus,
     table,
 )
+from clustertwin.cli.layout_options import CpOpt, DpOpt, EpOpt, MicroBatchOpt, PpOpt, SeqOpt, TpOpt
 from clustertwin.comm import OPS, collective, nodes_placement
 from clustertwin.comm.nccl_tests import fit, format_log, read_logs
 from clustertwin.comm.placement import parse_index_list
@@ -152,22 +153,46 @@ def comm_command(
 
 
 def calibrate_command(
-    logs: list[Path] = typer.Argument(..., help="nccl-tests / rccl-tests output files."),
+    logs: list[Path] = typer.Argument(..., help="nccl-tests / rccl-tests output files, or with --profile "
+                                      "PyTorch profiler / Nsight Systems traces (files or folders)."),
     nccl_tests: bool = typer.Option(False, "--nccl-tests", help="The files are nccl-tests/rccl-tests logs."),
+    from_profile: bool = typer.Option(False, "--profile", help="The files are profiler traces of a training run: "
+                                      "fit the training model's efficiency terms (needs --model, --global-batch)."),
     cluster: str = ClusterOpt,
     output: Path = typer.Option(Path("calibration.yaml"), "--output", "-o", help="Calibration file to write."),
-    fit_names: str | None = typer.Option(None, "--fit", help="Comm parameters to fit, comma-separated "
-                                         "(default: efficiency and latency terms the logs exercise)."),
+    fit_names: str | None = typer.Option(None, "--fit", help="Parameters to fit, comma-separated "
+                                         "(default: the ones the logs or traces exercise)."),
+    model: str = typer.Option(None, "--model", "-m", help="Model catalog id or YAML/JSON file (--profile)."),
+    global_batch: int = typer.Option(None, "--global-batch", "-b", help="Sequences per optimizer step (--profile)."),
+    seq_len: int | None = SeqOpt,
+    tp: int | None = TpOpt,
+    pp: int | None = PpOpt,
+    dp: int | None = DpOpt,
+    cp: int | None = CpOpt,
+    ep: int | None = EpOpt,
+    micro_batch: int | None = MicroBatchOpt,
+    calibration: str = typer.Option(None, "--calibration", help="Calibration file the fit starts from "
+                                    "(--profile; its other figures are kept)."),
     json_out: bool = JsonOpt,
 ) -> None:
-    """Fit the collective model's named parameters to your own nccl-tests logs; writes a Calibration that
-    every command accepts with --calibration."""
+    """Fit the twin's named parameters to your own measurements: the collective model to nccl-tests logs
+    (--nccl-tests), or the training model's efficiency terms to profiler traces of your run (--profile);
+    writes a Calibration that every command accepts with --calibration."""
+    names = [n.strip() for n in fit_names.split(",") if n.strip()] if fit_names else None
+    if nccl_tests and from_profile:
+        raise SpecError("calibrate takes one source: --nccl-tests or --profile, not both")
+    if from_profile:
+        from clustertwin.cli.calibrate_profile import calibrate_from_profile
+
+        calibrate_from_profile(logs, cluster=cluster, model=model, global_batch=global_batch, seq_len=seq_len,
+                               layout={"tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "micro_batch": micro_batch},
+                               calibration=calibration, fit_names=names, output=output, json_out=json_out)
+        return
     if not nccl_tests:
         raise SpecError("calibrate needs a source: --nccl-tests LOG... (node bench writes its own with "
-                        "--calibration-out)")
+                        "--calibration-out) or --profile TRACE...")
     spec = load_cluster(cluster)
     parsed = read_logs([str(p) for p in logs])
-    names = [n.strip() for n in fit_names.split(",") if n.strip()] if fit_names else None
     res = fit(spec, parsed, names)
     write_calibration(res.calibration.model_copy(update={"gpu": spec.node.gpu.id or spec.node.gpu.name}),
                       str(output))

@@ -9,8 +9,7 @@ from typing import Any
 import typer
 
 from clustertwin.cli.common import ClusterOpt, JsonOpt, console, print_json, table
-from clustertwin.cli.layout_options import CpOpt, DpOpt, EpOpt, MicroBatchOpt, PpOpt, TpOpt
-from clustertwin.errors import SpecError
+from clustertwin.cli.layout_options import CpOpt, DpOpt, EpOpt, MicroBatchOpt, PpOpt, SeqOpt, TpOpt
 from clustertwin.profile.classify import COMM_KINDS, COMPUTE_KEYS
 from clustertwin.profile.kineto import streaming_available
 
@@ -107,24 +106,6 @@ def _print(rep: Any) -> None:
                       "to stream large traces)")
 
 
-def _predicted(rep: Any, *, cluster: str, model: str, global_batch: int, calibration: str | None, dataset: str,
-               layout: dict[str, Any]) -> tuple[int, dict[str, float]]:
-    """(GPUs, predicted breakdown) of the traced job: the world size read from the trace (the layout options
-    fill the rest; ``--dp`` with them overrides it)."""
-    from clustertwin.cli.layout_options import LAYOUT_PARAMS
-    from clustertwin.cli.train_run import estimate_result
-
-    world = next((r.world_size for r in rep.ranks if r.world_size), None)
-    given = {k: layout.get(k) for k in ("tp", "pp", "cp")}
-    gpus = (given["tp"] or 1) * (given["pp"] or 1) * (given["cp"] or 1) * layout["dp"] if layout.get("dp") else world
-    e = estimate_result(cluster=cluster, model=model, gpus=gpus, global_batch=global_batch, seq_len=None,
-                        precision="bf16", tokens=None, usd_per_gpu_hour=0.0, calibration=calibration, force=False,
-                        stack="auto", placement="contiguous", dataset=dataset, with_failures=False,
-                        async_checkpoint=False, hot_spares=None, trials=0, seed=0,
-                        **{**dict.fromkeys(LAYOUT_PARAMS), **layout})[0]
-    return e.gpus, e.breakdown
-
-
 def _compare(rep: Any, reference: dict[str, float], against: str, gpus: int | None, json_out: bool) -> None:
     """Print measured against ``reference`` (the twin's prediction or a baseline trace's terms) per step
     term, and the sentence naming the largest gap."""
@@ -154,6 +135,7 @@ def profile_command(
     cluster: str = ClusterOpt,
     model: str = typer.Option(None, "--model", "-m", help="Model catalog id or YAML/JSON file (--compare)."),
     global_batch: int = typer.Option(None, "--global-batch", "-b", help="Sequences per optimizer step (--compare)."),
+    seq_len: int | None = SeqOpt,
     tp: int | None = TpOpt,
     pp: int | None = PpOpt,
     dp: int | None = DpOpt,
@@ -183,13 +165,12 @@ def profile_command(
 
         _compare(rep, measured_breakdown(profile(baseline, step_range=step_range)), "baseline", None, json_out)
         return
-    if not (model and global_batch):
-        raise SpecError("profile --compare needs --model and --global-batch (the twin's prediction), or "
-                        "--baseline TRACE (a reference run)")
-    layout = {"tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "micro_batch": micro_batch}
-    gpus, predicted = _predicted(rep, cluster=cluster, model=model, global_batch=global_batch,
-                                 calibration=calibration, dataset=dataset, layout=layout)
-    _compare(rep, predicted, "predicted", gpus, json_out)
+    from clustertwin.cli.traced_job import traced_job
+
+    job = traced_job(rep, cluster=cluster, model=model, global_batch=global_batch, seq_len=seq_len,
+                     calibration=calibration, dataset=dataset, what="profile --compare (or --baseline TRACE)",
+                     layout={"tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "micro_batch": micro_batch})
+    _compare(rep, job.estimate().breakdown, "predicted", job.gpus, json_out)
 
 
 def register(app: typer.Typer) -> None:

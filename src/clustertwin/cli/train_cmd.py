@@ -165,21 +165,29 @@ def estimate_command(
     seed: int = typer.Option(0, "--seed", help="With failures: random seed."),
     timeline: str = typer.Option(None, "--timeline",
                                  help="Write the predicted step as a Chrome-trace/Perfetto JSON to this file."),
+    trace_out: str = typer.Option(None, "--trace-out", help="Write three predicted steps as PyTorch-profiler "
+                                  "(Kineto) traces into this folder, one rank{N}.json.gz per representative "
+                                  "rank, which clustertwin profile (and HTA) read."),
     json_out: bool = JsonOpt,
 ) -> None:
     """Step time, MFU, throughput and memory of one layout, with breakdowns."""
-    args = {k: v for k, v in locals().items() if k not in ("json_out", "timeline")}
+    args = {k: v for k, v in locals().items() if k not in ("json_out", "timeline", "trace_out")}
     e, ttt, rel, m, c = estimate_result(**args)
+    notes = []
     if timeline:
         from clustertwin.cli.train_run import write_timeline
 
-        note = write_timeline(e, m, timeline)
+        notes.append(write_timeline(e, m, timeline))
+    if trace_out:
+        from clustertwin.cli.train_run import write_traces
+
+        notes.append(write_traces(e, m, trace_out))
     if json_out:
         print_json(estimate_json(e, ttt, rel))
         return
     _print_estimate(e, f"{m.name or m.id or 'model'} on {c.name or c.id or 'cluster'}")
-    if timeline:
-        console.print(note)
+    for note in notes:
+        console.print(note, markup=False, highlight=False)
     if ttt:
         console.print(table("time to train", ["quantity", "value"], _ttt_rows(ttt)))
     if rel:

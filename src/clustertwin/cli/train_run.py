@@ -150,3 +150,27 @@ def scale_json(res: Any, ttts: list[Any], tokens: float | None) -> dict[str, Any
         for pd, t in zip(d["points"], ttts, strict=True):
             pd["time_to_train"] = t.to_dict() if t else None
     return d
+
+
+def write_traces(e: Any, m: Any, folder: str) -> str:
+    """Write ``train estimate --trace-out``'s synthesized profiler traces of estimate ``e``
+    (:mod:`clustertwin.profile.synth`) into ``folder``; the line to print."""
+    import gzip
+    import json
+    from pathlib import Path
+
+    from clustertwin.profile.synth import synth_traces
+
+    docs = synth_traces(e, m.layers)
+    out = Path(folder)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for doc in docs:
+            rank = doc["distributedInfo"]["rank"]
+            (out / f"rank{rank}.json.gz").write_bytes(
+                gzip.compress(json.dumps(doc, separators=(",", ":")).encode(), mtime=0))
+    except OSError as err:
+        raise SpecError(f"--trace-out {folder}: cannot write ({err.strerror})") from None
+    ranks = [d["distributedInfo"]["rank"] for d in docs]
+    return (f"profiler traces: {folder}/rank{{{','.join(map(str, ranks))}}}.json.gz (3 predicted steps each; "
+            f"read with clustertwin profile)")

@@ -193,7 +193,7 @@ _TRACE_ONLY = frozenset({"num_requests", "attainment", "router", "batching", "we
                          "length_cv", "prefix_groups", "prefix_tokens", "seed", "window_s"})
 
 COMMANDS: dict[str, ApiCommand] = {c.path: c for c in (
-    ApiCommand("train/estimate", ("train", "estimate"), "train_cmd", _train_estimate, exclude=frozenset({"timeline"}),
+    ApiCommand("train/estimate", ("train", "estimate"), "train_cmd", _train_estimate, exclude=frozenset({"timeline", "trace_out"}),
                summary="Step time, MFU, throughput and memory of one layout (train estimate --json)."),
     ApiCommand("train/search", ("train", "search"), "train_cmd", _train_search,
                summary="Every valid layout ranked; the options given are pinned (train search --json)."),
