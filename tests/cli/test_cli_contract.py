@@ -55,6 +55,7 @@ ESTIMATE_ONLY: dict[str, str] = {
     "--trials": _FAILURES, "--seed": _FAILURES,
     "--timeline": "the per-rank timeline of one estimated step (search ranks many layouts)",
     "--trace-out": "profiler traces of one estimated step (search ranks many layouts)",
+    "--strict-layout": "keeps the literal defaults of fields not given; search chooses every such field",
 }
 
 

@@ -31,7 +31,7 @@ def test_one_gpu_trains_without_zero() -> None:
 
 
 def test_train_and_infer_share_the_default_model() -> None:
-    t = json.loads(run_cli("train", "estimate", "-g", "8", "-b", "8", "--json").stdout)
+    t = json.loads(run_cli("train", "estimate", "-g", "8", "-b", "8", "--strict-layout", "--json").stdout)
     i = json.loads(run_cli("infer", "estimate", "--json").stdout)
     assert i["model"] == "llama3-8b"
     assert 14.0 < t["memory"]["breakdown_gib"]["weights"] < 16.0  # 8B x 2 B of BF16 weights per GPU (dp8)

@@ -40,12 +40,14 @@ from clustertwin.cli.layout_options import (
     SeqOpt,
     SpOpt,
     StackOpt,
+    StrictLayoutOpt,
     TpOpt,
     VppOpt,
     ZeroOpt,
     layout_from_params,
     resolve_layout,
 )
+from clustertwin.cli.train_run import searched_note
 from clustertwin.errors import SpecError, did_you_mean
 from clustertwin.explain import explain
 from clustertwin.topology.traffic import PlacementKind
@@ -84,14 +86,18 @@ def explain_command(
     dataset: str = DatasetOpt,
     storage_read: float = typer.Option(None, "--storage-read", help="Override the storage read GB/s."),
     placement: str = typer.Option(PLACEMENTS[0], "--placement", help=f"Job nodes: {', '.join(PLACEMENTS)}."),
+    strict_layout: bool = StrictLayoutOpt,
     json_out: bool = JsonOpt,
 ) -> None:
     """Walk the path of one training job and name the bottleneck. With no layout option the best layout of
-    the layout search is explained; with any, the layout they describe (the rest as train estimate fills it)."""
-    e = explain_result(**{k: v for k, v in locals().items() if k != "json_out"})
+    the layout search is explained; with some, the layout they describe, its other fields chosen by search
+    as train estimate does (--strict-layout: their literal defaults)."""
+    e, chosen = explain_result(**{k: v for k, v in locals().items() if k != "json_out"})
     if json_out:
-        print_json(e.to_dict())
+        print_json({**e.to_dict(), "searched_fields": chosen})
         return
+    if chosen:
+        console.print(searched_note(chosen), markup=False, highlight=False)
     rows = [[s.name, s.capacity, s.demand, s.unit, s.cost_s, s.detail] for s in e.stages]
     console.print(table(f"{e.model} on {e.cluster}: {e.gpus} GPUs, step {e.step_time_s:.3g} s, "
                         f"{e.tokens_per_s:,.0f} tokens/s",
@@ -103,9 +109,9 @@ def explain_command(
 
 def explain_result(*, cluster: str, model: str, global_batch: int, gpus: int | None, seq_len: int | None,
                    precision: str, stack: str, dataset: str, storage_read: float | None,
-                   placement: str, **layout: Any) -> Any:
-    """The explanation ``clustertwin explain`` prints for its arguments (``e.to_dict()`` is its ``--json``;
-    shared with the web API)."""
+                   placement: str, strict_layout: bool = False, **layout: Any) -> tuple[Any, dict[str, Any]]:
+    """(the explanation ``clustertwin explain`` prints for its arguments, the layout fields the search chose);
+    ``e.to_dict()`` is its ``--json``, shared with the web API."""
     args = layout
     require_gpus(gpus)
     c = load_cluster(cluster)
@@ -124,8 +130,15 @@ def explain_result(*, cluster: str, model: str, global_batch: int, gpus: int | N
                          stack=stack) if fields else None
     if dataset in ("none", ""):
         raise SpecError("--dataset none: explain walks the path from storage, it needs what the job reads")
+    chosen: dict[str, Any] = {}
+    if par is not None and not strict_layout:
+        from clustertwin.train.complete import complete_layout
+
+        _, chosen = complete_layout(m, c, par, gpus or c.total_gpus, set(fields), placement=placement,
+                                    dataset=dataset)
+        par = par.model_copy(update=chosen)
     return explain(m, c, global_batch=global_batch, gpus=gpus, parallelism=par, data=dataset, placement=placement,
-                   precision=precision)
+                   precision=precision), chosen
 
 
 def register(app: typer.Typer) -> None:

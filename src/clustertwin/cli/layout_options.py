@@ -25,6 +25,12 @@ PrecOpt = typer.Option(ParallelismSpec.model_fields["precision"].default, "--pre
                        help=spec_help(ParallelismSpec, "precision"))
 StackOpt = typer.Option(ParallelismSpec.model_fields["software_stack"].default, "--stack",
                         help=spec_help(ParallelismSpec, "software_stack"))
+StrictLayoutOpt = typer.Option(False, "--strict-layout",
+                               help="Take the layout literally: fields not given keep their defaults (tp = pp = "
+                                    "cp = ep = 1, micro-batch 1, no recompute, dp = the rest) instead of being "
+                                    "chosen by search.")
+"""``--strict-layout`` (train estimate, explain): without it, layout fields not given are searched
+(:mod:`clustertwin.train.complete`) and the chosen ones printed."""
 PlacementOpt = typer.Option("contiguous", "--placement",
                             help="Job nodes: contiguous, scattered, random, or node indices like 0-63,128-191.")
 

@@ -38,6 +38,7 @@ from clustertwin.cli.layout_options import (
     SeqOpt,
     SpOpt,
     StackOpt,
+    StrictLayoutOpt,
     TpOpt,
     VppOpt,
     ZeroOpt,
@@ -50,6 +51,7 @@ from clustertwin.cli.train_run import (
     scale_result,
     search_json,
     search_result,
+    searched_note,
 )
 from clustertwin.errors import SpecError
 
@@ -165,6 +167,7 @@ def estimate_command(
     seed: int = typer.Option(0, "--seed", help="With failures: random seed."),
     timeline: str = typer.Option(None, "--timeline",
                                  help="Write the predicted step as a Chrome-trace/Perfetto JSON to this file."),
+    strict_layout: bool = StrictLayoutOpt,
     trace_out: str = typer.Option(None, "--trace-out", help="Write three predicted steps as PyTorch-profiler "
                                   "(Kineto) traces into this folder, one rank{N}.json.gz per representative "
                                   "rank, which clustertwin profile (and HTA) read."),
@@ -185,6 +188,8 @@ def estimate_command(
     if json_out:
         print_json(estimate_json(e, ttt, rel))
         return
+    if e.searched_fields:
+        console.print(searched_note(e.searched_fields), markup=False, highlight=False)
     _print_estimate(e, f"{m.name or m.id or 'model'} on {c.name or c.id or 'cluster'}")
     for note in notes:
         console.print(note, markup=False, highlight=False)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from clustertwin.cli.common import load_calibration, load_cluster, load_model, require_gpus
-from clustertwin.cli.layout_options import layout_from_params, resolve_layout
+from clustertwin.cli.layout_options import LAYOUT_OPTIONS, layout_from_params, resolve_layout
 from clustertwin.errors import SpecError
 
 RECOMPUTE = ("none", "selective", "full")
@@ -45,7 +45,7 @@ def estimate_result(*, cluster: str, model: str, gpus: int | None, global_batch:
                     precision: str, tokens: float | None, usd_per_gpu_hour: float, calibration: str | None,
                     force: bool, stack: str, placement: str, dataset: str, with_failures: bool,
                     async_checkpoint: bool, hot_spares: int | None, trials: int, seed: int,
-                    **layout: Any) -> tuple[Any, Any, Any, Any, Any]:
+                    strict_layout: bool = False, **layout: Any) -> tuple[Any, Any, Any, Any, Any]:
     """(estimate, time to train, with failures, model, cluster) of ``train estimate``'s arguments: the
     command and the web API share this (``layout``: the layout options, :data:`LAYOUT_PARAMS`)."""
     from clustertwin.train import estimate, time_to_train
@@ -61,7 +61,13 @@ def estimate_result(*, cluster: str, model: str, gpus: int | None, global_batch:
                          stack=stack, calibration=cal)
     if with_failures and not tokens:
         raise SpecError("--with-failures needs a token budget (--tokens)")
-    e = estimate(m, c, par, calibration=cal, **path_inputs(placement, dataset, c.nodes))
+    inputs = path_inputs(placement, dataset, c.nodes)
+    if strict_layout:
+        e = estimate(m, c, par, calibration=cal, **inputs)
+    else:
+        from clustertwin.train.complete import complete_layout
+
+        e, _ = complete_layout(m, c, par, gpus or c.total_gpus, set(fields), calibration=cal, **inputs)
     ttt = time_to_train(e, tokens, c, usd_per_gpu_hour) if tokens else None
     rel = None
     if with_failures and ttt:
@@ -71,6 +77,12 @@ def estimate_result(*, cluster: str, model: str, gpus: int | None, global_batch:
                                           async_checkpoint=async_checkpoint, hot_spares=hot_spares,
                                           trials=trials, seed=seed)
     return e, ttt, rel, m, c
+
+
+def searched_note(chosen: dict[str, Any]) -> str:
+    """The line that says which layout fields the search chose (``train estimate``, ``explain``)."""
+    shown = ", ".join(f"{LAYOUT_OPTIONS.get(k, k)} {str(v).lower()}" for k, v in chosen.items())
+    return f"layout fields not given, chosen by search: {shown} (--strict-layout: the literal defaults)"
 
 
 def estimate_json(e: Any, ttt: Any, rel: Any) -> dict[str, Any]:

@@ -60,6 +60,9 @@ class TrainEstimate:
     """Each group kind's share of injection bandwidth on the topology (:mod:`~clustertwin.train.topology_comm`)."""
     net_hops: dict[str, int] = field(default_factory=dict)
     """Each group kind's switch hops where the placement puts it (0: inside a node)."""
+    searched_fields: dict[str, Any] = field(default_factory=dict)
+    """Layout fields the user left out and the search chose (:mod:`~clustertwin.train.complete`); empty when
+    the layout was estimated as given."""
     schedule: dict[str, float] = field(default_factory=dict)
     """Per-micro-batch times behind the pipeline term (:class:`~clustertwin.train.result.StageTimes`; what
     :mod:`~clustertwin.train.timeline` lays out); not part of :meth:`to_dict`."""
@@ -96,6 +99,7 @@ class TrainEstimate:
             "stage_plan": self.stage_plan, "software_stack": self.software_stack,
             "placement": self.placement, "net_fractions": self.net_fractions, "data_path": self.data_path,
             "data_bottleneck": self.data_bottleneck, "net_hops": self.net_hops,
+            "searched_fields": self.searched_fields,
         }
 
 

@@ -23,20 +23,15 @@ from typing import Any
 from clustertwin.errors import SpecError
 from clustertwin.reliability.train_run import time_to_train_with_failures
 from clustertwin.specs import ClusterSpec, ModelSpec, ParallelismSpec, build, load
-from clustertwin.train.estimate import TrainEstimate, estimate
+from clustertwin.train.complete import complete_layout, is_complete
+from clustertwin.train.estimate import TrainEstimate
 from clustertwin.train.params import TrainParams, resolve_params
-from clustertwin.train.search import SPEC_FIELDS, SPLIT_FIELDS, search
 from clustertwin.train.stack import resolve_stack, stack_for_source
 
 #: GPUs a train_run case without a GPU count is evaluated on
 DEFAULT_RUN_GPUS = 1024
 #: sequences per GPU of the default global batch (cases that do not state one)
 DEFAULT_SEQUENCES_PER_GPU = 1
-#: layout fields the search varies; a case giving all of them is estimated directly
-SEARCH_FIELDS = frozenset(SPEC_FIELDS.values())
-#: fields a case may give that the search takes as given without searching them (search.pinned_modes, etp,
-#: a pipeline layout string)
-PINNED_FIELDS = frozenset(("moe_overlap", "recompute_modules", "recompute_num_layers", "etp", "pipeline_layout"))
 
 _CLUSTERS: dict[str, ClusterSpec] = {}
 _MODELS: dict[str, ModelSpec] = {}
@@ -120,24 +115,14 @@ def _stack_defaults(par: ParallelismSpec, cluster: ClusterSpec, params: TrainPar
 def predict(model: ModelSpec, cluster: ClusterSpec, par: ParallelismSpec, gpus: int,
             params: TrainParams | None = None) -> TrainEstimate:
     """Estimate the given layout, completing the fields it leaves out with the best fitting layout that
-    the run's software stack can run (``par.software_stack``; by default the GPU generation's). When no
-    completion fits in memory, the fastest one that does not is returned (``fits`` False): the run was
-    measured, so it ran."""
-    given = par.model_fields_set
+    the run's software stack can run (``par.software_stack``; by default the GPU generation's;
+    :func:`~clustertwin.train.complete.complete_layout`). When no completion fits in memory, the fastest one
+    that does not is returned (``fits`` False): the run was measured, so it ran."""
+    given = set(par.model_fields_set)
     if par.gpus != gpus and given >= {"tp", "pp", "dp"}:
         raise SpecError(f"tp x pp x dp x cp = {par.gpus} but the case has {gpus} GPUs", path=("parallelism",))
-    if given >= SEARCH_FIELDS - SPLIT_FIELDS and (given & SPLIT_FIELDS or par.pp == 1 or par.pipeline_layout):
-        return estimate(model, cluster, par, params=params)
-    fixed = {k: getattr(par, k) for k in given if k in SEARCH_FIELDS or k in PINNED_FIELDS}
-    fixed.update(_stack_defaults(par, cluster, params))
-    res = search(model, cluster, global_batch=par.global_batch, gpus=gpus, precision=par.precision,
-                 fixed=fixed, top=1, params=params, software_stack=par.software_stack)
-    if res.best is not None:
-        return res.best
-    if res.fastest_oom is not None:
-        return res.fastest_oom
-    why = "; ".join(f"{k}: {v}" for k, v in res.rejected.items()) or "no candidates"
-    raise SpecError(f"no valid layout on {gpus} GPUs with the given fields ({why})", path=("parallelism",))
+    extra = {} if is_complete(given, par) else _stack_defaults(par, cluster, params)
+    return complete_layout(model, cluster, par, gpus, given, extra_fixed=extra, params=params)[0]
 
 
 def _prediction(e: TrainEstimate) -> dict[str, Any]:
