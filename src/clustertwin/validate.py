@@ -34,6 +34,7 @@ EVALUATORS: dict[str, str] = {
     "hpl": "clustertwin.hpc.validation:evaluate",
     "data_loading": "clustertwin.datapath.validation:evaluate",
     "gemm": "clustertwin.train.gemm_validation:evaluate",
+    "interference": "clustertwin.sched.interference_cases:evaluate",
 }
 
 
