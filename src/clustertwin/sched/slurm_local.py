@@ -187,7 +187,11 @@ PartitionName={self.partition} Nodes=vn[1-{last}] Default=YES MaxTime=INFINITE S
 
     def _daemon(self, prog: str, *args: str) -> None:
         exe = shutil.which(prog) or f"/usr/sbin/{prog}"
-        p = subprocess.run([exe, *args], capture_output=True, text=True, env=self.env, timeout=30)
+        try:
+            p = subprocess.run([exe, *args], capture_output=True, text=True, env=self.env, timeout=30)
+        except subprocess.TimeoutExpired:
+            raise SpecError(f"{prog} did not detach within 30 s (munged not answering? ci/slurm-setup.sh starts "
+                            f"it); see {self.root}/log") from None
         if p.returncode != 0:
             raise SpecError(f"{prog} did not start: {(p.stderr or p.stdout).strip()[:300]}")
 
@@ -213,6 +217,17 @@ PartitionName={self.partition} Nodes=vn[1-{last}] Default=YES MaxTime=INFINITE S
         shutil.rmtree(self.root, ignore_errors=True)
 
 
+def munge_running() -> bool:
+    """Whether munged answers: a credential made by ``munge -n`` decodes with ``unmunge``."""
+    try:
+        cred = subprocess.run(["munge", "-n"], capture_output=True, timeout=10)
+        if cred.returncode != 0:
+            return False
+        return subprocess.run(["unmunge"], input=cred.stdout, capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
 def start(nodes: int, gpus_per_node: int, *, cpus_per_node: int | None = None,
           bf_interval_s: int = DEFAULT_BF_INTERVAL_S, bf_resolution_s: int = DEFAULT_BF_RESOLUTION_S,
           timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S) -> LocalSlurm:
@@ -224,6 +239,9 @@ def start(nodes: int, gpus_per_node: int, *, cpus_per_node: int | None = None,
         raise SpecError("the local Slurm cross-check must run as root (it starts slurmctld and slurmd)")
     if nodes < 1 or gpus_per_node < 1:
         raise SpecError("the local Slurm needs nodes >= 1 and gpus_per_node >= 1")
+    if not munge_running():
+        raise SpecError("munged is not running (the local Slurm authenticates with it): run ci/slurm-setup.sh "
+                        "as root, or start munged")
     root = Path(tempfile.mkdtemp(prefix="ct-slurm-"))
     inst = LocalSlurm(root, nodes, gpus_per_node, cpus_per_node or gpus_per_node, bf_interval_s=bf_interval_s,
                       bf_resolution_s=bf_resolution_s)
