@@ -106,13 +106,13 @@ LONG_FUNCTIONS: dict[str, str] = {
     "clustertwin.infer.sizing_trace.size_for_trace":
         "input checks, the grid over (tp, precision, node), the fixed-fleet bisection and the autoscaled run "
         "in one function; the per-candidate search could move out",
-    "clustertwin.ops.check.check_node":
+    "clustertwin.ops.health.check.check_node":
         "one branch per saved-or-live source (nvidia-smi, topology, kernel log, IB, DCGM, install, containers); "
         "a sequence of independent checks, long but flat",
-    "clustertwin.ops.gpu_health.gpu_findings":
+    "clustertwin.ops.health.gpu_health.gpu_findings":
         "one flat block per GPU check (catalog, memory, PCIe, ECC, remapped rows, throttling, temperature, "
         "NVLink), each adding its findings; could split per check",
-    "clustertwin.ops.nvml.NvmlBackend.gpu":
+    "clustertwin.ops.health.nvml.NvmlBackend.gpu":
         "one NVML query per GpuInfo field (each may be missing on a driver) and the record built from them; "
         "flat and declarative",
     "clustertwin.plan_rows.plan_rows":

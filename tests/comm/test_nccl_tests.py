@@ -96,8 +96,8 @@ def test_comm_prints_an_nccl_tests_log_that_reads_back(cli):
 def test_node_bench_format_reads_back_with_both_blocks():
     """`node bench` prints torch's in-place all_reduce in the in-place block (N/A out-of-place) and both
     blocks of all_gather; the reader counts exactly the timings that were measured."""
-    from clustertwin.ops import bench as bm
-    from clustertwin.ops import bench_collectives as bc
+    from clustertwin.ops.perf import bench as bm
+    from clustertwin.ops.perf import bench_collectives as bc
 
     rows = [bm.CollectiveRow(4096, 1024, 20.0, 0.2, 0.2, 0), bm.CollectiveRow(8192, 2048, 30.0, 0.27, 0.27, 0)]
     ar = bm.CollectiveResult("all_reduce", "gloo", 2, "2 CPU processes", rows, "torch", "in-place")

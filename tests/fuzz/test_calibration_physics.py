@@ -13,8 +13,8 @@ import yaml
 from pydantic import ValidationError
 
 from clustertwin.errors import SpecError
-from clustertwin.ops import bench as bm
-from clustertwin.ops.calibrate import calibration_from_bench, write_calibration
+from clustertwin.ops.calibration.calibrate import calibration_from_bench, write_calibration
+from clustertwin.ops.perf import bench as bm
 from clustertwin.specs import Calibration
 from clustertwin.train.params import DEFAULT_PARAMS, RANGES, TrainParams
 from tests.conftest import FIXTURES

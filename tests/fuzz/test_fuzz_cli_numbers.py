@@ -18,7 +18,9 @@ SWF = "tests/fixtures/sched/small.swf"
 DEPLOY = ("--model", "llama3-8b", "--gpus", "16", "--tp", "2", "--global-batch", "128", "--no-predict")
 #: command -> (base arguments that run, the numeric options to fuzz, examples)
 COMMANDS: dict[str, tuple[tuple[str, ...], tuple[str, ...], int]] = {
-    "train estimate": (("--gpus", "8", "-b", "16", "--tp", "8", "--zero", "0"),
+    # --strict-layout: one estimate per case (the search that completes a partial layout is train search's,
+    # fuzzed below)
+    "train estimate": (("--gpus", "8", "-b", "16", "--tp", "8", "--zero", "0", "--strict-layout"),
                        ("--gpus", "--global-batch", "--seq-len", "--tp", "--pp", "--dp", "--cp", "--ep", "--vpp",
                         "--micro-batch", "--zero", "--tokens", "--usd-per-gpu-hour", "--hot-spares", "--trials",
                         "--seed"), 260),

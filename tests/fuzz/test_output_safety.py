@@ -19,8 +19,8 @@ from clustertwin import specs
 from clustertwin.deploy import DeploySpec, Prediction, plan_job
 from clustertwin.deploy.k8s import render_manifests
 from clustertwin.deploy.slurm import render_sbatch
-from clustertwin.ops import exporter as ex
-from clustertwin.ops.gpu import GpuInfo
+from clustertwin.ops.health.gpu import GpuInfo
+from clustertwin.ops.telemetry import exporter as ex
 from clustertwin.safety import LINE_BREAKS, UNSAFE_IN_LINE, one_line, script_json
 
 HOSTILE_CHARS = sorted(set(UNSAFE_IN_LINE + LINE_BREAKS + " \t$;'\"`\\|&()<>{}#*?~=:-!%/" + "\u2028\u2029\x85"))

@@ -15,7 +15,7 @@ import urllib.request
 import pytest
 import yaml
 
-from clustertwin.ops import exporter as ex
+from clustertwin.ops.telemetry import exporter as ex
 from tests.ops.test_exporter import FakeBackend
 
 

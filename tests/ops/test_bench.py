@@ -10,10 +10,10 @@ import pytest
 from clustertwin import specs, train
 from clustertwin.cli.common import load_calibration, load_cluster, load_model
 from clustertwin.errors import SpecError
-from clustertwin.ops import bench as bm
-from clustertwin.ops import bench_collectives as bc
-from clustertwin.ops import bench_storage
-from clustertwin.ops.calibrate import calibration_from_bench, write_calibration
+from clustertwin.ops.calibration.calibrate import calibration_from_bench, write_calibration
+from clustertwin.ops.perf import bench as bm
+from clustertwin.ops.perf import bench_collectives as bc
+from clustertwin.ops.perf import bench_storage
 from clustertwin.units import KIB, MIB
 
 pytest.importorskip("torch")
@@ -84,7 +84,7 @@ def test_bench_bad_input(cli, tmp_path):
 
 def test_dist_bench_under_launcher_env(monkeypatch):
     """The multi-node stage's module, run as torchrun would start a single rank (env:// rendezvous)."""
-    from clustertwin.ops import dist_bench
+    from clustertwin.ops.perf import dist_bench
 
     for k, v in {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(bc.free_port()), "RANK": "0", "WORLD_SIZE": "1",
                  "LOCAL_RANK": "0"}.items():

@@ -11,7 +11,7 @@ import shutil
 import pytest
 
 from clustertwin.errors import SpecError
-from clustertwin.ops import bench_io
+from clustertwin.ops.perf import bench_io
 from clustertwin.units import MIB
 
 
@@ -61,7 +61,7 @@ def test_node_bench_cli_names_the_tools(cli):
 
 
 def test_python_storage_fallback_is_labelled(tmp_path):
-    from clustertwin.ops import bench_storage
+    from clustertwin.ops.perf import bench_storage
 
     st = bench_storage.storage(tmp_path, 8 * MIB, iodepth=2, rand_seconds=0.2)
     assert st.tool.startswith("python") and "fio not installed" in st.tool

@@ -10,8 +10,8 @@ import yaml
 
 from clustertwin import specs
 from clustertwin.errors import SpecError
-from clustertwin.ops import bench as bm
-from clustertwin.ops.calibrate import calibration_from_bench, write_calibration
+from clustertwin.ops.calibration.calibrate import calibration_from_bench, write_calibration
+from clustertwin.ops.perf import bench as bm
 from tests.conftest import FIXTURES
 
 TRAIN = ("train", "estimate", "-c", "ref-1k-h100", "-g", "8", "-b", "8", "--json")

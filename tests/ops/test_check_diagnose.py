@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from clustertwin.ops.check import check_node
-from clustertwin.ops.diagnose import diagnose
+from clustertwin.ops.diagnosis.diagnose import diagnose
+from clustertwin.ops.health.check import check_node
 from tests.conftest import FIXTURES
 
 OPS = FIXTURES / "ops"

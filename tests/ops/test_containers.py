@@ -10,9 +10,14 @@ import tarfile
 
 import pytest
 
-from clustertwin.ops import container_run as ctrun
-from clustertwin.ops.check import ContainerInputs, check_node
-from clustertwin.ops.container import check_containers, docker_engine, image_cuda_findings, parse_ctk_version
+from clustertwin.ops.health import container_run as ctrun
+from clustertwin.ops.health.check import ContainerInputs, check_node
+from clustertwin.ops.health.container import (
+    check_containers,
+    docker_engine,
+    image_cuda_findings,
+    parse_ctk_version,
+)
 from tests.conftest import FIXTURES
 
 CT = FIXTURES / "ops" / "containers"

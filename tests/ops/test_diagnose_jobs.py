@@ -7,7 +7,7 @@ from __future__ import annotations
 import codecs
 import json
 
-from clustertwin.ops.diagnose import diagnose
+from clustertwin.ops.diagnosis.diagnose import diagnose
 from tests.conftest import FIXTURES
 
 OPS = FIXTURES / "ops"

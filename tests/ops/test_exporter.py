@@ -8,9 +8,9 @@ import urllib.request
 
 import yaml
 
-from clustertwin.ops import exporter as ex
-from clustertwin.ops.gpu import GpuInfo
-from clustertwin.ops.nvml import NvmlBackend, NvmlUnavailable
+from clustertwin.ops.health.gpu import GpuInfo
+from clustertwin.ops.health.nvml import NvmlBackend, NvmlUnavailable
+from clustertwin.ops.telemetry import exporter as ex
 from clustertwin.units import GIB
 
 

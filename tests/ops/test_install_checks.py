@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
-from clustertwin.ops.check import InstallInputs, check_node
-from clustertwin.ops.ib import read_sysfs
-from clustertwin.ops.nccl_env import (
+from clustertwin.ops.health.check import InstallInputs, check_node
+from clustertwin.ops.health.ib import read_sysfs
+from clustertwin.ops.health.nccl_env import (
     NetIf,
     acs_findings,
     env_from_file,
@@ -17,7 +17,7 @@ from clustertwin.ops.nccl_env import (
     mtu_findings,
     parse_selector,
 )
-from clustertwin.ops.topo import parse_topo_matrix
+from clustertwin.ops.health.topo import parse_topo_matrix
 from tests.conftest import FIXTURES
 
 INST = FIXTURES / "ops" / "install"
@@ -60,7 +60,7 @@ def test_selector_syntax():
     assert parse_selector("^docker,lo")[0] is True
     assert env_from_file("export NCCL_IB_HCA='mlx5'\n# c\nfoo\n") == {"NCCL_IB_HCA": "mlx5"}
     ports = read_sysfs(INST / "pass" / "sys-class-infiniband")
-    from clustertwin.ops.nccl_env import ib_hca_findings
+    from clustertwin.ops.health.nccl_env import ib_hca_findings
     assert ib_hca_findings({"NCCL_IB_HCA": "mlx5"}, ports) == []  # prefix: both HCAs
     assert ib_hca_findings({"NCCL_IB_HCA": "=mlx5"}, ports)[0].code == "NCCL_IB_HCA_MISSING"  # exact
     assert ib_hca_findings({"NCCL_IB_HCA": "^mlx5_9"}, ports) == []  # exclusion lists name nothing required
@@ -89,7 +89,7 @@ def test_iommu_acs_mtu_units():
 
 
 def test_cpu_list_and_missing_irq_files(tmp_path):
-    from clustertwin.ops.irq_affinity import cpu_list, irq_findings
+    from clustertwin.ops.health.irq_affinity import cpu_list, irq_findings
 
     assert cpu_list("0-3,8,10-11\n") == {0, 1, 2, 3, 8, 10, 11} and cpu_list("x,2") == {2}
     assert irq_findings(tmp_path) == []  # nothing readable: nothing claimed

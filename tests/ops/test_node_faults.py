@@ -9,10 +9,10 @@ import json
 
 import pytest
 
-from clustertwin.ops.check import check_node
-from clustertwin.ops.compat import stack_findings
-from clustertwin.ops.diag import gpu_levels, parse_dcgmi_json
-from clustertwin.ops.smi import parse_nvidia_smi_q
+from clustertwin.ops.diagnosis.diag import gpu_levels, parse_dcgmi_json
+from clustertwin.ops.health.check import check_node
+from clustertwin.ops.health.compat import stack_findings
+from clustertwin.ops.health.smi import parse_nvidia_smi_q
 from tests.conftest import FIXTURES
 
 OPS = FIXTURES / "ops"
@@ -53,7 +53,7 @@ def test_mig_change_pending_is_flagged():
     text = text[:i] + text[i:].replace("Pending                           : Enabled",
                                        "Pending                           : Disabled", 1)
     g3 = parse_nvidia_smi_q(text).gpus[3]
-    from clustertwin.ops.gpu_health import gpu_findings
+    from clustertwin.ops.health.gpu_health import gpu_findings
     codes = {f.code: f.severity for f in gpu_findings([g3], "smi")}
     assert codes["MIG_CHANGE_PENDING"] == "warning"
 
@@ -146,8 +146,8 @@ def test_inventory_flags_skew_across_nodes(tmp_path, cli):
 
 
 def test_rocm_and_cann_against_the_accelerator(tmp_path):
-    from clustertwin.ops.compat import accelerator_findings
-    from clustertwin.ops.host import accelerator_stacks
+    from clustertwin.ops.health.compat import accelerator_findings
+    from clustertwin.ops.health.host import accelerator_stacks
 
     assert [f.code for f in accelerator_findings(["mi300x"], rocm="5.7.1")] == ["ROCM_GPU_UNSUPPORTED"]
     assert accelerator_findings(["mi300x"], rocm="6.2.4") == []

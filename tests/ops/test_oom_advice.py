@@ -10,8 +10,8 @@ import pytest
 
 from clustertwin.cli.common import load_cluster, load_model
 from clustertwin.errors import SpecError
-from clustertwin.ops.diagnose import diagnose
-from clustertwin.ops.oom_advice import JobContext, OomFinding, parse_layout
+from clustertwin.ops.diagnosis.diagnose import diagnose
+from clustertwin.ops.diagnosis.oom_advice import JobContext, OomFinding, parse_layout
 from clustertwin.specs.loading import build
 from clustertwin.specs.parallelism import ParallelismSpec
 from clustertwin.train import estimate

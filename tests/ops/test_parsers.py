@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 
 from clustertwin.errors import SpecError
-from clustertwin.ops import ib
-from clustertwin.ops.compat import compat_findings, driver_supports
-from clustertwin.ops.gpu import catalog_gpu_id, throttle_names
-from clustertwin.ops.smi import parse_nvidia_smi_q, parse_nvlink_status
-from clustertwin.ops.topo import parse_topo_matrix, topo_findings
-from clustertwin.ops.xid import parse_kernel_log, xid_findings, xid_info
+from clustertwin.ops.health import ib
+from clustertwin.ops.health.compat import compat_findings, driver_supports
+from clustertwin.ops.health.gpu import catalog_gpu_id, throttle_names
+from clustertwin.ops.health.smi import parse_nvidia_smi_q, parse_nvlink_status
+from clustertwin.ops.health.topo import parse_topo_matrix, topo_findings
+from clustertwin.ops.health.xid import parse_kernel_log, xid_findings, xid_info
 from clustertwin.units import MIB
 from tests.conftest import FIXTURES
 

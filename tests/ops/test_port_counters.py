@@ -9,9 +9,9 @@ import pytest
 
 from clustertwin.errors import SpecError
 from clustertwin.inputs import RowDamage
-from clustertwin.ops.diagnose import diagnose
-from clustertwin.ops.netloss import network_diagnosis, scan_symptoms
-from clustertwin.ops.port_counters import judge, parse_counters, port_delta, read_counters
+from clustertwin.ops.diagnosis.diagnose import diagnose
+from clustertwin.ops.health.netloss import network_diagnosis, scan_symptoms
+from clustertwin.ops.health.port_counters import judge, parse_counters, port_delta, read_counters
 from tests.conftest import FIXTURES
 
 C = FIXTURES / "ops" / "counters"
@@ -144,7 +144,7 @@ def test_live_sampling_takes_two_samples(tmp_path):
     ib = tmp_path / "ib" / "mlx5_0" / "ports" / "1" / "counters"
     ib.mkdir(parents=True)
     (ib / "port_xmit_discards").write_text("7\n")
-    from clustertwin.ops.netloss import sample_live
+    from clustertwin.ops.health.netloss import sample_live
 
     f = sample_live(tmp_path / "ib", ["ens1f0np0"], 0.01, lambda _iface: next(texts))
     assert {x.subject for x in f if x.code == "PORT_DISCARDS"} == {"ens1f0np0"}  # the IB port did not change

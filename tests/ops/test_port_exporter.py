@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from clustertwin.ops import exporter as ex
-from clustertwin.ops.port_exporter import PortCollector, ethtool_metric, ethtool_readers
+from clustertwin.ops.telemetry import exporter as ex
+from clustertwin.ops.telemetry.port_exporter import PortCollector, ethtool_metric, ethtool_readers
 from tests.conftest import FIXTURES
 
 IB = FIXTURES / "ops" / "sys-class-infiniband"

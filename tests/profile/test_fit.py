@@ -95,8 +95,8 @@ def test_cli_trace_out_then_calibrate_profile_round_trip(tmp_path):
     known = tmp_path / "known.yaml"
     known.write_text(yaml.safe_dump({"train": KNOWN}))
     run = ["--model", "llama3-8b", "--tp", "8", "-b", "16", "--seq-len", "1024"]
-    r = run_cli("train", "estimate", *run, "--gpus", "16", "--calibration", str(known), "--trace-out",
-                str(tmp_path / "twin"), "--json")
+    r = run_cli("train", "estimate", *run, "--gpus", "16", "--strict-layout", "--calibration", str(known),
+                "--trace-out", str(tmp_path / "twin"), "--json")
     assert r.code == 0, r.stderr
     step_known = json.loads(r.stdout)["step_time_s"]
     assert sorted(p.name for p in (tmp_path / "twin").iterdir()) == ["rank0.json.gz"]
@@ -107,7 +107,7 @@ def test_cli_trace_out_then_calibrate_profile_round_trip(tmp_path):
     assert summary["gpus"] == 16 and summary["max_term_error_after"] < 1e-3
     for name, f in summary["fitted"].items():
         assert f["value"] == pytest.approx(KNOWN[name], rel=0.02) and f["term"] == FIT_TERMS[name]
-    r = run_cli("train", "estimate", *run, "--gpus", "16", "--calibration", str(out), "--json")
+    r = run_cli("train", "estimate", *run, "--gpus", "16", "--strict-layout", "--calibration", str(out), "--json")
     assert r.code == 0, r.stderr
     assert json.loads(r.stdout)["step_time_s"] == pytest.approx(step_known, rel=1e-3)
 

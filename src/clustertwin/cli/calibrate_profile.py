@@ -16,7 +16,7 @@ def calibrate_from_profile(traces: list[Path], *, cluster: str, model: str | Non
                            fit_names: list[str] | None, output: Path, json_out: bool) -> None:
     """Read ``traces``, fit, write ``output`` and print the fitted values with their bounds."""
     from clustertwin.cli.traced_job import traced_job
-    from clustertwin.ops.calibrate import write_calibration
+    from clustertwin.ops.calibration.calibrate import write_calibration
     from clustertwin.profile.compare import measured_breakdown
     from clustertwin.profile.fit import FIT_TERMS, fit_profile
     from clustertwin.profile.report import profile

@@ -23,7 +23,7 @@ from clustertwin.comm import OPS, collective, nodes_placement
 from clustertwin.comm.nccl_tests import fit, format_log, read_logs
 from clustertwin.comm.placement import parse_index_list
 from clustertwin.errors import SpecError
-from clustertwin.ops.calibrate import write_calibration
+from clustertwin.ops.calibration.calibrate import write_calibration
 from clustertwin.specs.cluster import ClusterSpec
 from clustertwin.units import human_bytes, parse_size
 

@@ -10,9 +10,9 @@ import typer
 from clustertwin.cli.common import JsonOpt, console, load_cluster, load_model, print_json
 from clustertwin.cli.node_cmd import findings_table
 from clustertwin.errors import SpecError
-from clustertwin.ops.diagnose import diagnose
+from clustertwin.ops.diagnosis.diagnose import diagnose
+from clustertwin.ops.diagnosis.oom_advice import JobContext
 from clustertwin.ops.findings import Finding, sort_findings
-from clustertwin.ops.oom_advice import JobContext
 
 
 def job_context(model: str | None, cluster: str | None, layout: str | None, global_batch: int | None,
@@ -53,7 +53,7 @@ def diagnose_command(
     job = job_context(model, cluster, layout, global_batch, seq_len)
     r = diagnose(paths, job)
     if counters is not None:
-        from clustertwin.ops.netloss import network_diagnosis
+        from clustertwin.ops.health.netloss import network_diagnosis
 
         extra, bad = network_diagnosis(paths, counters[0], counters[1], port, interval_s)
         if bad:

@@ -12,8 +12,8 @@ import typer
 
 from clustertwin.cli.common import JsonOpt, console, print_json
 from clustertwin.errors import SpecError
-from clustertwin.ops import exporter as ex
-from clustertwin.ops.nvml import NvmlBackend, NvmlUnavailable
+from clustertwin.ops.health.nvml import NvmlBackend, NvmlUnavailable
+from clustertwin.ops.telemetry import exporter as ex
 
 MAX_PORT = 65535
 
@@ -84,9 +84,9 @@ def exporter_command(
 
 
 def _port_collectors(enabled: bool, sysfs_ib: Path | None, ethtool: list[str]) -> tuple[Any, ...]:
-    from clustertwin.ops.ib import SYSFS_IB_ROOT
-    from clustertwin.ops.nccl_env import roce_netdevs
-    from clustertwin.ops.port_exporter import PortCollector, ethtool_readers
+    from clustertwin.ops.health.ib import SYSFS_IB_ROOT
+    from clustertwin.ops.health.nccl_env import roce_netdevs
+    from clustertwin.ops.telemetry.port_exporter import PortCollector, ethtool_readers
 
     if not enabled:
         return ()

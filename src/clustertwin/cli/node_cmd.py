@@ -11,13 +11,13 @@ import typer
 from clustertwin.cli.common import JsonOpt, console, print_json, table
 from clustertwin.cli.terminal import safe_text, styled
 from clustertwin.errors import SpecError
-from clustertwin.ops import bench as bm
-from clustertwin.ops import bench_collectives as bc
-from clustertwin.ops import bench_storage
-from clustertwin.ops.calibrate import calibration_from_bench, write_calibration
-from clustertwin.ops.check import CheckReport, ContainerInputs, InstallInputs, check_node
+from clustertwin.ops.calibration.calibrate import calibration_from_bench, write_calibration
 from clustertwin.ops.findings import Finding, worst
-from clustertwin.ops.validate import validate
+from clustertwin.ops.health.check import CheckReport, ContainerInputs, InstallInputs, check_node
+from clustertwin.ops.perf import bench as bm
+from clustertwin.ops.perf import bench_collectives as bc
+from clustertwin.ops.perf import bench_storage
+from clustertwin.ops.perf.validate import validate
 from clustertwin.units import GIB, MIB, parse_size
 
 node_app = typer.Typer(help="Real nodes: health check, micro-benchmarks, staged validation.", no_args_is_help=True)
@@ -114,7 +114,7 @@ def _print_check(r: CheckReport) -> None:
 
 
 def _inventory(directory: Path, json_out: bool) -> None:
-    from clustertwin.ops.inventory import read_inventory
+    from clustertwin.ops.health.inventory import read_inventory
 
     inv = read_inventory(directory)
     if json_out:
@@ -219,8 +219,8 @@ def bench_command(
     torch = bm.import_torch()
     if torch is not None and torch.cuda.is_available():
         gpu_name = torch.cuda.get_device_name(0)
-    from clustertwin.ops.gpu import catalog_gpu_id
-    from clustertwin.ops.host import host_info
+    from clustertwin.ops.health.gpu import catalog_gpu_id
+    from clustertwin.ops.health.host import host_info
 
     h = host_info()
     report = bm.BenchReport(device=f"cuda:0 ({gpu_name})" if gpu_name else f"cpu ({h.cpu_model})",
@@ -229,7 +229,7 @@ def bench_command(
         report.gemm, sk = bm.gemm(precision or None, gemm_n)
         report.skipped += sk
     if "memory" not in skip:
-        from clustertwin.ops.bench_io import stream_triad
+        from clustertwin.ops.perf.bench_io import stream_triad
 
         report.memory.append(bm.host_memory_bandwidth(memory_mib * MIB, cpu))
         report.memory.append(stream_triad(max(3, memory_mib) * MIB, cpu))
@@ -249,7 +249,7 @@ def bench_command(
     if storage_tool not in ("auto", "fio", "python"):
         raise SpecError(f"--storage-tool takes auto, fio or python (got '{storage_tool}')")
     if storage is not None:
-        from clustertwin.ops.bench_io import fio_storage, fio_version
+        from clustertwin.ops.perf.bench_io import fio_storage, fio_version
 
         if storage_tool == "fio" or (storage_tool == "auto" and fio_version() is not None):
             report.storage = fio_storage(storage, storage_mib * MIB, iodepth, ssd)

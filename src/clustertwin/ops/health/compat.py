@@ -71,7 +71,7 @@ def stack_findings(driver: str | None, torch_version: str | None, cuda_runtime: 
                    gpu_ids: list[str | None], nccl: str | None = None, source: str = "node") -> list[Finding]:
     """The whole stack against :mod:`compat_matrix`: driver vs the CUDA runtime (:func:`compat_findings`), the
     GPU's compute capability vs that CUDA and vs the kernels the PyTorch wheel ships, and NCCL vs the GPU."""
-    from clustertwin.ops.compat_matrix import (
+    from clustertwin.ops.health.compat_matrix import (
         GPU_ARCH,
         NCCL_MIN_CUDA_FOR_CC,
         cuda_supports_cc,
@@ -118,7 +118,7 @@ def accelerator_findings(gpu_ids: list[str | None], rocm: str | None = None, can
                          source: str = "node") -> list[Finding]:
     """AMD GPUs against the installed ROCm and Ascend NPUs against the installed CANN
     (:data:`compat_matrix.ROCM_GPUS`, :data:`compat_matrix.CANN_ASCEND`)."""
-    from clustertwin.ops.compat_matrix import CANN_ASCEND, ROCM_GPUS, vtuple
+    from clustertwin.ops.health.compat_matrix import CANN_ASCEND, ROCM_GPUS, vtuple
 
     out = []
     for gid in sorted({g for g in gpu_ids if g}):

@@ -28,7 +28,7 @@ import yaml
 from clustertwin import catalog
 from clustertwin.comm.params import CommParams
 from clustertwin.errors import SpecError
-from clustertwin.ops.bench import BenchReport
+from clustertwin.ops.perf.bench import BenchReport
 from clustertwin.specs.calibration import Calibration
 from clustertwin.train.params import TrainParams
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from clustertwin import catalog
 from clustertwin.ops.findings import Evidence, Finding, FindingList
-from clustertwin.ops.gpu import HARMLESS_THROTTLE, GpuInfo, catalog_gpu_id
+from clustertwin.ops.health.gpu import HARMLESS_THROTTLE, GpuInfo, catalog_gpu_id
 from clustertwin.units import GB
 
 MEMORY_MATCH_FRACTION = 0.9

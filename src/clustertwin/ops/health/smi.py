@@ -20,7 +20,7 @@ from typing import Any
 
 from clustertwin.errors import SpecError
 from clustertwin.inputs import INT64_MAX
-from clustertwin.ops.gpu import GpuInfo
+from clustertwin.ops.health.gpu import GpuInfo
 from clustertwin.units import MIB
 
 Tree = dict[str, Any]

@@ -14,7 +14,7 @@ Symptoms (as NCCL, libibverbs and PyTorch print them):
 Verdict: a strong symptom with loss or link counters rising on the port = ``PACKET_LOSS`` (error); with only
 congestion counters (PFC pause, PortXmitWait) = ``NET_CONGESTION`` (error); with only weak symptoms the same
 codes as warnings; symptoms while the port's counters stayed clean = ``NET_PORT_CLEAN`` (info: look at the
-peer, the switch or another rail). Counter findings of the port (:mod:`clustertwin.ops.port_counters`) are
+peer, the switch or another rail). Counter findings of the port (:mod:`clustertwin.ops.health.port_counters`) are
 reported in every case. Nothing here is critical: a lossy link degrades or fails jobs, it does not break a GPU.
 """
 
@@ -28,10 +28,10 @@ from pathlib import Path
 
 from clustertwin.errors import SpecError
 from clustertwin.inputs import RowDamage
-from clustertwin.ops.diagnose import decode_log
+from clustertwin.ops.diagnosis.diagnose import decode_log
 from clustertwin.ops.findings import Evidence, Finding, Severity
-from clustertwin.ops.ib import SYSFS_TO_PERFQUERY
-from clustertwin.ops.port_counters import (
+from clustertwin.ops.health.ib import SYSFS_TO_PERFQUERY
+from clustertwin.ops.health.port_counters import (
     CounterSample,
     PortVerdict,
     judge,

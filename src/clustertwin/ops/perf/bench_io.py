@@ -28,7 +28,7 @@ import numpy as np
 
 from clustertwin import catalog
 from clustertwin.errors import SpecError
-from clustertwin.ops.bench import MemoryBandwidthResult, StorageResult
+from clustertwin.ops.perf.bench import MemoryBandwidthResult, StorageResult
 from clustertwin.units import GB, MIB
 
 TRIAD_SCALAR = 3.0
@@ -50,7 +50,7 @@ def _threads() -> int:
 def _peak(cpu_id: str | None) -> tuple[float | None, str]:
     if not cpu_id:
         return None, "no catalog CPU given (--cpu ID)"
-    from clustertwin.ops.host import read_cpuinfo
+    from clustertwin.ops.health.host import read_cpuinfo
 
     cpu = catalog.get("cpu", cpu_id)
     sockets = read_cpuinfo()[1]

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from clustertwin.errors import SpecError
-from clustertwin.ops.compat import accelerator_findings, stack_findings
 from clustertwin.ops.findings import Evidence, Finding, sort_findings
-from clustertwin.ops.gpu import catalog_gpu_id
+from clustertwin.ops.health.compat import accelerator_findings, stack_findings
+from clustertwin.ops.health.gpu import catalog_gpu_id
 
 SKEW_SEVERITY = {"nccl": "error", "torch": "error", "driver": "warning", "cuda_runtime": "warning",
                  "kernel": "warning", "gpu_model": "warning", "gpu_count": "warning", "rocm": "error",

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from clustertwin.ops.findings import Evidence, Finding
-from clustertwin.ops.ib import IbPort
-from clustertwin.ops.topo import GDR_MAX_RANK, PCIE_PATH_RANK, TopoMatrix
+from clustertwin.ops.health.ib import IbPort
+from clustertwin.ops.health.topo import GDR_MAX_RANK, PCIE_PATH_RANK, TopoMatrix
 
 SYSFS_NET_ROOT = Path("/sys/class/net")
 GDR_LEVELS = ("LOC", "PIX", "PXB", "PHB", "SYS")

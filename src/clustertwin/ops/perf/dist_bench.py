@@ -2,7 +2,7 @@
 ``node validate``. Reads RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT from the environment
 (``init_method="env://"``); rank 0 prints the nccl-tests-style table.
 
-    torchrun --nnodes=2 --nproc_per_node=8 ... -m clustertwin.ops.dist_bench --op all_reduce -b 8M -e 8G
+    torchrun --nnodes=2 --nproc_per_node=8 ... -m clustertwin.ops.perf.dist_bench --op all_reduce -b 8M -e 8G
 """
 
 from __future__ import annotations
@@ -11,14 +11,14 @@ import argparse
 import os
 import sys
 
-from clustertwin.ops.bench import (
+from clustertwin.ops.perf.bench import (
     BUSBW_FACTOR,
     FLOAT32_BYTES,
     CollectiveResult,
     CollectiveRow,
     timed_collective,
 )
-from clustertwin.ops.bench_collectives import format_nccl_tests, op_pair, sweep_sizes
+from clustertwin.ops.perf.bench_collectives import format_nccl_tests, op_pair, sweep_sizes
 from clustertwin.units import GB, US, parse_size
 
 
@@ -57,7 +57,7 @@ def run(op: str, sizes: list[int], backend: str | None = None) -> CollectiveResu
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m clustertwin.ops.dist_bench", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m clustertwin.ops.perf.dist_bench", description=__doc__)
     ap.add_argument("--op", default="all_reduce", choices=sorted(BUSBW_FACTOR))
     ap.add_argument("-b", "--min-bytes", default="8M")
     ap.add_argument("-e", "--max-bytes", default="8G")

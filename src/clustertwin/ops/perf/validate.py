@@ -16,8 +16,8 @@ from typing import Literal
 
 from clustertwin import catalog
 from clustertwin.comm.params import DEFAULT_PARAMS as COMM_DEFAULTS
-from clustertwin.ops import bench, bench_collectives
-from clustertwin.ops.check import CheckReport, check_node
+from clustertwin.ops.health.check import CheckReport, check_node
+from clustertwin.ops.perf import bench, bench_collectives
 from clustertwin.units import MIB
 
 GEMM_PASS_FRACTION = 0.6
@@ -36,7 +36,7 @@ SLURM_TEMPLATE = """#!/bin/bash
 MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
 srun torchrun --nnodes=$SLURM_NNODES --nproc_per_node={gpus} --rdzv_id=$SLURM_JOB_ID \\
      --rdzv_backend=c10d --rdzv_endpoint=$MASTER_ADDR:29500 \\
-     -m clustertwin.ops.dist_bench --op all_reduce -b 8M -e 8G -f 2"""
+     -m clustertwin.ops.perf.dist_bench --op all_reduce -b 8M -e 8G -f 2"""
 
 Status = Literal["pass", "fail", "skipped", "run-on-cluster"]
 

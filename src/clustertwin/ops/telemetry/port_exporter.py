@@ -4,7 +4,7 @@ rules work: InfiniBand sysfs counters as ``node_infiniband_*`` (node_exporter's 
 ``ethtool -S`` as ``node_ethtool_<stat>`` (node_exporter's ethtool collector: label ``device``), and the RDMA
 ``hw_counters`` (CNP/ECN, out_of_sequence), which node_exporter does not export, as
 ``clustertwin_rdma_<counter>_total``. Every one is a monotonic counter; rates and the thresholds of
-:mod:`clustertwin.ops.port_counters` belong in the queries (``rate(node_ethtool_rx_discards_phy[5m]) > 0``).
+:mod:`clustertwin.ops.health.port_counters` belong in the queries (``rate(node_ethtool_rx_discards_phy[5m]) > 0``).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from prometheus_client.registry import Collector
 
 from clustertwin.errors import SpecError
 from clustertwin.inputs import RowDamage
-from clustertwin.ops.ib import SYSFS_IB_ROOT
-from clustertwin.ops.port_counters import parse_counters
+from clustertwin.ops.health.ib import SYSFS_IB_ROOT
+from clustertwin.ops.health.port_counters import parse_counters
 from clustertwin.safety import one_line
 
 IB_SYSFS_METRICS: dict[str, tuple[str, str, int]] = {

@@ -28,7 +28,7 @@ import numpy as np
 
 from clustertwin import catalog
 from clustertwin.errors import SpecError
-from clustertwin.ops.gpu import catalog_gpu_id
+from clustertwin.ops.health.gpu import catalog_gpu_id
 from clustertwin.units import GB, MIB, TFLOP
 
 TORCH_MISSING = "torch is not installed (pip install 'clustertwin[bench]')"
@@ -237,7 +237,7 @@ def gemm(precisions: Sequence[str] | None = None, n: int | None = None) -> tuple
     cuda = torch.cuda.is_available()
     dev = "cuda" if cuda else "cpu"
     if precisions is None and not cuda:
-        from clustertwin.ops.host import read_cpuinfo
+        from clustertwin.ops.health.host import read_cpuinfo
 
         has_bf16 = bool(read_cpuinfo()[2] & CPU_BF16_FLAGS)
         precisions = (*CPU_GEMM_PRECISIONS, "bf16") if has_bf16 else CPU_GEMM_PRECISIONS
@@ -254,7 +254,7 @@ def gemm(precisions: Sequence[str] | None = None, n: int | None = None) -> tuple
     if not cuda:
         import psutil
 
-        from clustertwin.ops.host import read_cpuinfo
+        from clustertwin.ops.health.host import read_cpuinfo
 
         _, _, flags = read_cpuinfo()
         cpu_peak = cpu_peak_fp32_tflops(psutil.cpu_count(logical=False) or 1, _cpu_ghz(), flags)
@@ -294,7 +294,7 @@ def host_memory_bandwidth(nbytes: int = 256 * MIB, cpu_id: str | None = None) ->
     t = _timed(lambda: np.copyto(dst, src), lambda: None)
     peak, psrc = None, "no catalog CPU given (--cpu ID)"
     if cpu_id:
-        from clustertwin.ops.host import read_cpuinfo
+        from clustertwin.ops.health.host import read_cpuinfo
 
         cpu = catalog.get("cpu", cpu_id)
         sockets = read_cpuinfo()[1]

@@ -28,7 +28,9 @@ from prometheus_client.core import CollectorRegistry, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from clustertwin.ops.alerts import (  # noqa: F401 (alert_rules* re-exported)
+from clustertwin.ops.health.gpu import THROTTLE_REASON_BITS, GpuInfo
+from clustertwin.ops.health.nvml import GpuBackend
+from clustertwin.ops.telemetry.alerts import (  # noqa: F401 (alert_rules* re-exported)
     GPU_COUNT_METRIC,
     NVLINK_DOWN_METRIC,
     XID_LAST_METRIC,
@@ -36,8 +38,6 @@ from clustertwin.ops.alerts import (  # noqa: F401 (alert_rules* re-exported)
     alert_rules,
     alert_rules_yaml,
 )
-from clustertwin.ops.gpu import THROTTLE_REASON_BITS, GpuInfo
-from clustertwin.ops.nvml import GpuBackend
 from clustertwin.safety import one_line
 from clustertwin.units import MIB
 
@@ -186,7 +186,7 @@ def _attr(g: GpuInfo, attr: str) -> float | None:
 def registry_for(backend: GpuBackend | None, hostname: str, environ: Mapping[str, str] | None = None,
                  job_map_dir: Path | None = None, extra: tuple[Collector, ...] = ()) -> CollectorRegistry:
     """The GPU collector (none when ``backend`` is None) and ``extra`` collectors (network port counters,
-    :class:`clustertwin.ops.port_exporter.PortCollector`)."""
+    :class:`clustertwin.ops.telemetry.port_exporter.PortCollector`)."""
     reg = CollectorRegistry(auto_describe=False)
     if backend is not None:
         reg.register(GpuCollector(backend, hostname, environ, job_map_dir))

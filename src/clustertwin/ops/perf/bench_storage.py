@@ -14,7 +14,7 @@ from pathlib import Path
 
 from clustertwin import catalog
 from clustertwin.errors import SpecError
-from clustertwin.ops.bench import StorageResult
+from clustertwin.ops.perf.bench import StorageResult
 from clustertwin.units import GB, KIB, MIB
 
 STORAGE_BLOCK_BYTES = 4 * MIB

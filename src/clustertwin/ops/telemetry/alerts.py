@@ -13,14 +13,14 @@ from typing import Any
 
 import yaml
 
-from clustertwin.ops.gpu import THROTTLE_REASON_BITS
+from clustertwin.ops.health.gpu import THROTTLE_REASON_BITS
 
 XID_METRIC = "clustertwin_xid_events_total"
 XID_LAST_METRIC = "DCGM_FI_DEV_XID_ERRORS"
 NVLINK_DOWN_METRIC = "clustertwin_nvlink_links_down"
 GPU_COUNT_METRIC = "clustertwin_gpus"
 CRITICAL_XIDS = "48|62|64|74|79|95|119|120|140|158"
-"""Xids whose NVIDIA action is reset/drain/RMA (see ops/xid.py)."""
+"""Xids whose NVIDIA action is reset/drain/RMA (see ops/health/xid.py)."""
 TEMP_ALERT_C = 85
 NEW_WINDOW = "10m"
 """Window in which a counter series that appeared (or rose) counts as new."""

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clustertwin.ops.findings import Evidence, Finding
-from clustertwin.ops.gpu import HARMLESS_THROTTLE, throttle_names
+from clustertwin.ops.health.gpu import HARMLESS_THROTTLE, throttle_names
 from clustertwin.units import GB, GIB
 
 MEMTEST_FRACTION = 0.8

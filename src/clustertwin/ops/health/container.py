@@ -26,9 +26,9 @@ from pathlib import Path
 
 import yaml
 
-from clustertwin.ops.compat import driver_supports
-from clustertwin.ops.compat_matrix import GPU_ARCH, IMAGE_ON_DRIVER, image_on_driver, vtuple
 from clustertwin.ops.findings import Evidence, Finding
+from clustertwin.ops.health.compat import driver_supports
+from clustertwin.ops.health.compat_matrix import GPU_ARCH, IMAGE_ON_DRIVER, image_on_driver, vtuple
 
 CDI_DIRS = ("etc/cdi", "var/run/cdi")
 CTK_SAFE_VERSION = "1.17.8"
@@ -258,7 +258,7 @@ def check_containers(root: Path | None = Path("/"), *, live: bool = True, ctk_ve
 def image_cuda_findings(driver: str | None, image_cuda: str | None, catalog_ids: list[str | None],
                         image: str) -> list[Finding]:
     """Host driver vs the image's CUDA (``CUDA_VERSION`` of NVIDIA's images) by the forward-compat rules
-    (:data:`clustertwin.ops.compat_matrix.IMAGE_ON_DRIVER`); data-center = a catalog GPU."""
+    (:data:`clustertwin.ops.health.compat_matrix.IMAGE_ON_DRIVER`); data-center = a catalog GPU."""
     if not driver or not image_cuda:
         return []
     c = driver_supports(driver, image_cuda)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from clustertwin.errors import SpecError
-from clustertwin.ops.bench import (
+from clustertwin.ops.perf.bench import (
     BUSBW_FACTOR,
     COLLECTIVES,
     FLOAT32_BYTES,

@@ -14,23 +14,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from clustertwin.errors import SpecError
-from clustertwin.ops import container_run as ctrun
-from clustertwin.ops import ib as ibmod
-from clustertwin.ops import nccl_env as ncclenv
-from clustertwin.ops.compat import accelerator_findings, stack_findings
-from clustertwin.ops.container import ContainerReport, check_containers, image_cuda_findings
-from clustertwin.ops.diag import STRESS_S, DiagResult, gpu_levels, parse_dcgmi_json, run_dcgmi
+from clustertwin.ops.diagnosis.diag import STRESS_S, DiagResult, gpu_levels, parse_dcgmi_json, run_dcgmi
 from clustertwin.ops.findings import Evidence, Finding, sort_findings, worst
-from clustertwin.ops.gpu import GpuInfo, catalog_gpu_id
-from clustertwin.ops.gpu_health import gpu_findings, node_expectation_findings
-from clustertwin.ops.host import HostInfo, host_info
-from clustertwin.ops.irq_affinity import irq_findings
-from clustertwin.ops.netloss import sample_live
-from clustertwin.ops.nvml import NvmlBackend, NvmlUnavailable
-from clustertwin.ops.port_exporter import run_ethtool
-from clustertwin.ops.smi import parse_nvidia_smi_q, parse_nvlink_status, run_nvidia_smi
-from clustertwin.ops.topo import TopoMatrix, parse_topo_matrix, topo_findings
-from clustertwin.ops.xid import XidEvent, count_malformed_xid, parse_kernel_log, xid_findings
+from clustertwin.ops.health import container_run as ctrun
+from clustertwin.ops.health import ib as ibmod
+from clustertwin.ops.health import nccl_env as ncclenv
+from clustertwin.ops.health.compat import accelerator_findings, stack_findings
+from clustertwin.ops.health.container import ContainerReport, check_containers, image_cuda_findings
+from clustertwin.ops.health.gpu import GpuInfo, catalog_gpu_id
+from clustertwin.ops.health.gpu_health import gpu_findings, node_expectation_findings
+from clustertwin.ops.health.host import HostInfo, host_info
+from clustertwin.ops.health.irq_affinity import irq_findings
+from clustertwin.ops.health.netloss import sample_live
+from clustertwin.ops.health.nvml import NvmlBackend, NvmlUnavailable
+from clustertwin.ops.health.smi import parse_nvidia_smi_q, parse_nvlink_status, run_nvidia_smi
+from clustertwin.ops.health.topo import TopoMatrix, parse_topo_matrix, topo_findings
+from clustertwin.ops.health.xid import XidEvent, count_malformed_xid, parse_kernel_log, xid_findings
+from clustertwin.ops.telemetry.port_exporter import run_ethtool
 from clustertwin.units import pcie_x16_gb_per_s
 
 FABRIC_MANAGER_UNIT = "nvidia-fabricmanager"
@@ -179,7 +179,7 @@ def check_node(*, smi_q: Path | None = None, topo: Path | None = None, kernel_lo
                containers: ContainerInputs | None = None, sample_counters_s: float = 0.0) -> CheckReport:
     """Run every check. Saved outputs given as paths replace the live source for that part; with
     ``live=False`` nothing is read from the running system (no host facts either), only the given files.
-    ``install`` names saved inputs of the NCCL-environment/IOMMU/ACS/MTU checks (:mod:`clustertwin.ops.nccl_env`)."""
+    ``install`` names saved inputs of the NCCL-environment/IOMMU/ACS/MTU checks (:mod:`clustertwin.ops.health.nccl_env`)."""
     findings: list[Finding] = []
     host = host_info() if live else None
     if smi_q is not None:
@@ -296,7 +296,7 @@ def _install(inp: InstallInputs, ports: list[ibmod.IbPort], tm: TopoMatrix | Non
 
 @dataclass(frozen=True)
 class ContainerInputs:
-    """Saved inputs of the container-runtime checks (:mod:`clustertwin.ops.container`)."""
+    """Saved inputs of the container-runtime checks (:mod:`clustertwin.ops.health.container`)."""
 
     root: Path | None = None
     """A copy of the files under / that the checks read (etc/cdi, var/run/cdi, etc/containerd, ...)."""

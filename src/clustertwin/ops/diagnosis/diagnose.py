@@ -10,17 +10,17 @@ Log rules (signatures as PyTorch, NCCL, the CUDA runtime and the NVIDIA driver p
 - ``NCCL_NVLS``: ``Failed to bind NVLink SHARP (NVLS) Multicast memory`` (Fabric Manager / NVSwitch state).
 - ``CUDA_OOM``: ``CUDA out of memory. Tried to allocate X. GPU g has a total capacity of T of which F is free
   ... A is allocated by PyTorch, and R is reserved by PyTorch but unallocated`` (older torch: "capacty").
-  Given the job (:class:`~clustertwin.ops.oom_advice.JobContext`), the action comes from the training
-  memory model (:mod:`clustertwin.ops.oom_advice`); without it, generic advice naming the flags.
+  Given the job (:class:`~clustertwin.ops.diagnosis.oom_advice.JobContext`), the action comes from the training
+  memory model (:mod:`clustertwin.ops.diagnosis.oom_advice`); without it, generic advice naming the flags.
 - ``CUDA_ECC``: ``uncorrectable ECC error encountered``.
-- ``XID_<code>`` / ``GPU_FELL_OFF_BUS``: kernel-log ``NVRM: Xid`` lines (see :mod:`clustertwin.ops.xid`).
+- ``XID_<code>`` / ``GPU_FELL_OFF_BUS``: kernel-log ``NVRM: Xid`` lines (see :mod:`clustertwin.ops.health.xid`).
 - ``DRIVER_MISMATCH``: ``CUDA driver version is insufficient for CUDA runtime version``, ``Driver/library
   version mismatch``, ``NVRM: API mismatch``, ``The NVIDIA driver on your system is too old``.
 - ``IB_LINK_DOWN_EVENT``: ``mlx5_core <pci> <netdev>: Link down`` kernel lines; ``ibstat`` and ``perfquery``
   outputs found among the inputs are checked like ``node check`` does.
 - ``DIST_TEARDOWN``: c10d store / ``ChildFailedError`` lines, symptoms of another rank's exit.
 
-Findings of one job are also chained in causal order (``JOB_FAILURE_CHAIN``, :mod:`clustertwin.ops.incidents`):
+Findings of one job are also chained in causal order (``JOB_FAILURE_CHAIN``, :mod:`clustertwin.ops.diagnosis.incidents`):
 the first OOM on rank 7, then the NCCL timeouts on ranks 12-13. Files are decoded as UTF-8, or UTF-16/32 when
 they start with a byte-order mark; binary files are skipped and counted (``BINARY_SKIPPED``), never silently.
 
@@ -41,11 +41,11 @@ from typing import Any
 
 from clustertwin.errors import SpecError
 from clustertwin.inputs import RowDamage, csv_rows
-from clustertwin.ops import ib as ibmod
+from clustertwin.ops.diagnosis import incidents as inc
+from clustertwin.ops.diagnosis.oom_advice import JobContext, OomFinding, advise
 from clustertwin.ops.findings import Evidence, Finding, Severity, sort_findings
-from clustertwin.ops.incidents import FILE_JOB_PREFIX, chains, file_rank, job_of, rank_list, rank_of, time_of
-from clustertwin.ops.oom_advice import JobContext, OomFinding, advise
-from clustertwin.ops.xid import count_malformed_xid, parse_kernel_log, xid_findings
+from clustertwin.ops.health import ib as ibmod
+from clustertwin.ops.health.xid import count_malformed_xid, parse_kernel_log, xid_findings
 from clustertwin.units import GIB, KIB, MIB, TIB, human_bytes
 
 MAX_EVIDENCE = 10
@@ -128,8 +128,8 @@ def _scan_lines(lines: list[str], file: str, hits: _Hits, job: str = ".", defaul
         if not text:
             continue
         ev = Evidence(file, i, text)
-        rank = rank_of(text)
-        ctx = {"job": job, "rank": default_rank if rank is None else rank, "time": time_of(text),
+        rank = inc.rank_of(text)
+        ctx = {"job": job, "rank": default_rank if rank is None else rank, "time": inc.time_of(text),
                "order": hits.order}
         hits.order += 1
 
@@ -226,7 +226,7 @@ def _finding_from_hits(code: str, evs: list[Evidence], details: list[dict[str, A
     if code == "CUDA_OOM":
         d = max(details, key=lambda x: x["requested_bytes"])
         ranks = sorted({x["rank"] for x in details if x.get("rank") is not None})
-        who = f"{rank_list(ranks)} (GPU {d['gpu']})" if ranks else f"GPU {d['gpu']}"
+        who = f"{inc.rank_list(ranks)} (GPU {d['gpu']})" if ranks else f"GPU {d['gpu']}"
         parts = [f"{who}: tried to allocate {_gib(d['requested_bytes'])}",
                  f"{_gib(d['free_bytes'])} free of {_gib(d['total_bytes'])}"]
         if "allocated_bytes" in d:
@@ -365,7 +365,7 @@ def diagnose(paths: Iterable[str | Path], job: JobContext | None = None) -> Diag
             findings += f
             malformed += bad
             continue
-        malformed += _scan_lines(lines, name, hits, job_of(path, lines), file_rank(path))
+        malformed += _scan_lines(lines, name, hits, inc.job_of(path, lines), inc.file_rank(path))
         events, fell = parse_kernel_log(lines)
         findings += xid_findings(events, fell, name)
         malformed += count_malformed_xid(lines)
@@ -385,10 +385,10 @@ def diagnose(paths: Iterable[str | Path], job: JobContext | None = None) -> Diag
             by_job[d["job"]][1].append(d)
         for job_id, (j_evs, j_ds) in by_job.items():
             f = _finding_from_hits(code, j_evs, j_ds, job)
-            subject = f.subject or (f"job {job_id}" if not job_id.startswith(FILE_JOB_PREFIX) else None)
+            subject = f.subject or (f"job {job_id}" if not job_id.startswith(inc.FILE_JOB_PREFIX) else None)
             findings.append(dataclasses.replace(f, subject=subject))
             actions.setdefault(code, f.action)
-    findings = chains(hits.details, hits.lines, actions) + findings  # a job's chain first within its severity
+    findings = inc.chains(hits.details, hits.lines, actions) + findings  # a job's chain first within its severity
     if skipped:
         findings.append(Finding("warning", "BINARY_SKIPPED", f"{len(skipped)} file(s) not read (binary or "
                                 "unreadable)", tuple(skipped[:MAX_EVIDENCE]), "convert them to text (zstd -d, "

@@ -16,7 +16,7 @@ import threading
 from typing import Any, Protocol
 
 from clustertwin.errors import ClusterTwinError
-from clustertwin.ops.gpu import GpuInfo, throttle_names
+from clustertwin.ops.health.gpu import GpuInfo, throttle_names
 from clustertwin.units import MS
 
 MW_PER_W = 1000.0

@@ -1,0 +1,1 @@
+"""Calibration files from node measurements (``node bench --calibration-out``)."""

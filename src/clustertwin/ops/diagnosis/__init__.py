@@ -1,0 +1,1 @@
+"""Diagnosis of a failed job's logs: findings, incidents, OOM advice (``diagnose``)."""

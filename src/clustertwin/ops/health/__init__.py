@@ -1,0 +1,1 @@
+"""Node checks: drivers, CUDA/NCCL compatibility, GPU health, fabric, container runtime, host settings, packet loss (``node check``)."""

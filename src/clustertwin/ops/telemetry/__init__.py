@@ -1,0 +1,1 @@
+"""Telemetry: the Prometheus exporters and their alert rules (``exporter``)."""
