@@ -5,6 +5,7 @@ pasted YAML bounded and read with the safe loader, a Content-Security-Policy on 
 from __future__ import annotations
 
 import json
+import re
 import warnings
 
 import pytest
@@ -22,6 +23,7 @@ from clustertwin.cli.main import main
 from clustertwin.web import create_app
 from clustertwin.web.commands import COMMANDS, params_of
 from clustertwin.web.params import MAX_YAML_BYTES
+from tests.conftest import run_cli
 
 
 @pytest.fixture(scope="module")
@@ -226,3 +228,137 @@ def test_catalog_specs_download_as_yaml_and_only_catalog_ids(client):
     assert r.status_code == 200 and yaml.safe_load(r.text) == raw("model", "llama3-8b")
     assert client.get("/api/spec/model/..%2F..%2Fetc%2Fpasswd").status_code in (404, 422)
     assert client.get("/api/spec/passwd/llama3-8b").status_code == 422
+
+
+# ------------------------------------------------------------------------------------------ downloads
+# (API download, query, CLI argv): the same options both ways
+DOWNLOAD_SAME = [
+    ("sbatch", "model=llama3-8b&gpus=64&global_batch=256&tp=2",
+     ["deploy", "slurm", "--model", "llama3-8b", "--gpus", "64", "-b", "256", "--tp", "2"]),
+    ("sbatch", "model=llama3-70b&gpus=128&global_batch=512&tp=8&pp=2&job_name=big-run&partition=gpu"
+               "&script_args=--lr&script_args=3e-4",
+     ["deploy", "slurm", "--model", "llama3-70b", "--gpus", "128", "-b", "512", "--tp", "8", "--pp", "2",
+      "--job-name", "big-run", "--partition", "gpu", "--", "--lr", "3e-4"]),
+    ("k8s", "model=llama3-8b&gpus=64&global_batch=256&tp=2",
+     ["deploy", "k8s", "--model", "llama3-8b", "--gpus", "64", "-b", "256", "--tp", "2"]),
+    ("k8s", "model=llama3-8b&gpus=16&global_batch=64&kind=trainjob&namespace=ml&checkpoint_pvc=ckpt",
+     ["deploy", "k8s", "--model", "llama3-8b", "--gpus", "16", "-b", "64", "--kind", "trainjob",
+      "--namespace", "ml", "--checkpoint-pvc", "ckpt"]),
+]
+MEDIA = {"sbatch": "text/x-shellscript", "k8s": "application/yaml", "report": "text/html"}
+
+
+def _attachment(r) -> str:
+    """The file name of an attachment reply (asserting the header is a safe one)."""
+    disposition = r.headers["content-disposition"]
+    assert re.fullmatch(r'attachment; filename="[A-Za-z0-9][A-Za-z0-9._-]*"', disposition), disposition
+    return disposition.split('"')[1]
+
+
+@pytest.mark.parametrize(("kind", "query", "argv"), DOWNLOAD_SAME, ids=[f"{k}-{i}" for i, (k, _, _) in
+                                                                         enumerate(DOWNLOAD_SAME)])
+def test_downloads_are_the_cli_output_byte_for_byte(client, kind, query, argv):
+    r = client.get(f"/api/download/{kind}?{query}")
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"].startswith(MEDIA[kind])
+    assert _attachment(r).endswith(".sbatch" if kind == "sbatch" else ".yaml")
+    cli = run_cli(*argv)
+    assert cli.code == 0, cli.stderr
+    assert r.content == cli.stdout.encode("utf-8")  # no timestamp in either: compared whole
+    cli_warnings = [line.removeprefix("warning: ") for line in cli.stderr.splitlines() if line.startswith("warning: ")]
+    assert r.headers.get("x-clustertwin-warnings", "") == "; ".join(cli_warnings)
+    if kind == "k8s":
+        assert all(doc["kind"] for doc in yaml.safe_load_all(r.text))
+
+
+def test_the_report_download_is_the_file_the_cli_writes(client, tmp_path):
+    """The report holds the version (``clustertwin 0.1.0``) but no timestamp: the two files are compared whole."""
+    r = client.get("/api/download/report?model=llama3-8b&global_batch=1024&tp=2&trials=200")
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"].startswith("text/html")
+    assert _attachment(r) == "report-ref-1k-h100-llama3-8b.html"
+    out = tmp_path / "report.html"
+    cli = run_cli("report", "--model", "llama3-8b", "-b", "1024", "--tp", "2", "--trials", "200", "-o", str(out))
+    assert cli.code == 0, cli.stderr
+    assert r.content == out.read_bytes() and r.text.lstrip().lower().startswith("<!doctype html")
+    assert str(tmp_path) not in r.text and "clustertwin-web-" not in r.text
+
+
+def test_a_pasted_model_gives_the_catalog_models_file(client):
+    text = yaml.safe_dump(raw("model", "llama3-8b"))
+    pasted = client.post("/api/download/sbatch", json={"global_batch": 256, "gpus": 64, "tp": 2, "model_yaml": text})
+    listed = client.get("/api/download/sbatch?model=llama3-8b&global_batch=256&gpus=64&tp=2")
+    assert pasted.status_code == 200, pasted.text
+    assert pasted.content == listed.content and "clustertwin-web-" not in pasted.text
+    assert client.post("/api/download/k8s", json={"global_batch": 256}).status_code == 422  # neither model given
+
+
+@pytest.mark.parametrize(("kind", "query", "field", "message"), [
+    ("sbatch", "model=llama3-8b&global_batch=256&gpus=64&tp=0", "tp", "--tp must be >= 1"),
+    ("sbatch", "model=llama3-8b&global_batch=256&precision=fp7", None, "fp7"),
+    ("k8s", "model=llama3-8b&global_batch=256&kind=nope", None, "--kind must be one of"),
+    ("k8s", "model=llama3-8b&global_batch=256&job_name=a%0Ab", "job_name", "control characters"),
+    ("report", "model=llama3-8b&global_batch=1024&trials=100000000", "trials", "in the web app"),
+    ("report", "global_batch=1024&infer_precision=fp3", None, "--infer-precision"),
+    ("sbatch", "global_batch=256", None, "--model: missing option"),
+])
+def test_bad_download_options_get_one_line_422s(client, kind, query, field, message):
+    r = client.get(f"/api/download/{kind}?{query}")
+    assert r.status_code == 422, r.text[:300]
+    body = r.json()
+    assert body["field"] == field and body["error"].startswith("error: ") and "\n" not in body["error"]
+    assert message in body["error"] and "content-disposition" not in r.headers
+
+
+def test_a_download_error_is_the_cli_line(client):
+    r = client.get("/api/download/sbatch?model=llama3-8b&global_batch=256&gpus=64&tp=3")
+    cli = run_cli("deploy", "slurm", "--model", "llama3-8b", "-b", "256", "--gpus", "64", "--tp", "3")
+    assert r.status_code == 422 and cli.code == 2
+    assert r.json()["error"] == cli.stderr.strip()
+
+
+@pytest.mark.parametrize(("kind", "query", "field"), [
+    ("sbatch", "model=llama3-8b&global_batch=256&output={out}", "output"),
+    ("k8s", "model=llama3-8b&global_batch=256&output={out}", "output"),
+    ("report", "global_batch=1024&output={out}", "output"),
+    ("report", "global_batch=1024&trace=/etc/passwd", "trace"),
+    ("report", "global_batch=1024&model=../../etc/passwd", "model"),
+    ("sbatch", "model=/etc/passwd&global_batch=256", "model"),
+    ("k8s", "model=llama3-8b&global_batch=256&cluster=../x.yaml", "cluster"),
+])
+def test_downloads_take_no_path(client, tmp_path, kind, query, field):
+    out = tmp_path / "written.txt"
+    r = client.get(f"/api/download/{kind}?{query.format(out=out)}")
+    assert r.status_code == 422 and r.json()["field"] == field, r.text
+    assert not out.exists() and "root:" not in r.text
+    assert not {"output", "trace", "json_out"} & {p.name for p in params_of(f"download/{kind}")}
+
+
+def test_paths_on_the_jobs_cluster_are_text_never_opened(client):
+    """``--script``, ``--checkpoint-dir``, ``--log`` name files of the cluster the job runs on: they are written
+    into the script as the CLI writes them, and the server reads nothing of them."""
+    query = "model=llama3-8b&global_batch=256&gpus=64&tp=2&script=/etc/passwd&checkpoint_dir=/etc&log=/etc/x-%25j"
+    r = client.get(f"/api/download/sbatch?{query}")
+    cli = run_cli("deploy", "slurm", "--model", "llama3-8b", "-b", "256", "--gpus", "64", "--tp", "2",
+                  "--script", "/etc/passwd", "--checkpoint-dir", "/etc", "--log", "/etc/x-%j")
+    assert r.status_code == 200 and r.content == cli.stdout.encode("utf-8")
+    assert "/etc/passwd" in r.text and "root:" not in r.text
+
+
+def test_download_file_names_are_safe():
+    from clustertwin.web.downloads import safe_filename
+
+    assert safe_filename("clustertwin-train", ".sbatch") == "clustertwin-train.sbatch"
+    for hostile in ('a"; filename=x.sh', "../../etc/passwd", "..", "\r\nSet-Cookie: x", "日本", "x" * 500):
+        name = safe_filename(hostile, ".yaml")
+        assert re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,79}\.yaml", name), name
+
+
+def test_openapi_lists_the_downloads(client):
+    schema = client.get("/openapi.json").json()
+    for kind, media in MEDIA.items():
+        op = schema["paths"][f"/api/download/{kind}"]
+        assert media in op["get"]["responses"]["200"]["content"] and "post" in op
+    params = {p["name"] for p in schema["paths"]["/api/download/sbatch"]["get"]["parameters"]}
+    assert {"model", "global_batch", "tp", "job_name", "partition", "script_args"} <= params
+    assert "output" not in params

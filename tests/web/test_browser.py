@@ -209,3 +209,52 @@ def test_an_error_shows_the_cli_line(server, browser):
         assert w.page.inner_text("#status").startswith("error: ")
     finally:
         w.close()
+
+
+def test_train_download_links_carry_the_controls(server, browser):
+    """The sbatch / k8s / report links carry the form's options each download takes (the report has no --gpus:
+    it covers the whole cluster) and, for the layout options left empty, the layout the estimate on screen
+    resolved; they follow a change, serve the CLI's file of the layout shown, and are off while a model is
+    pasted."""
+    from urllib.parse import parse_qs, parse_qsl, urlsplit
+
+    import yaml
+
+    from clustertwin.catalog import raw
+    from clustertwin.web.commands import params_of
+    from tests.conftest import run_cli
+
+    w = Watched(browser, server, 1280)
+    try:
+        w.open(f"{server}/train?gpus=64&global_batch=256&tp=2")
+        w.changed("#f-gpus", "128")
+        shown = w.last("train/estimate")
+        layout = shown["layout"]
+        for kind in ("sbatch", "k8s", "report"):
+            href = w.page.get_attribute(f"#download-{kind}", "href")
+            url = urlsplit(href)
+            assert url.path == f"/api/download/{kind}", href
+            q = parse_qs(url.query)
+            assert q["global_batch"] == ["256"] and q["tp"] == ["2"] and q["model"] == ["llama3-8b"], href
+            assert q.get("gpus") == (None if kind == "report" else ["128"]), href
+            assert q["micro_batch"] == [str(layout["micro_batch"])] and q["zero"] == [str(layout["zero"])], href
+            assert q["dp"] == [str(layout["dp"])] and q["recompute"] == [layout["recompute"]], href
+            assert "with_failures" not in q and "stack" not in q  # train estimate's own options stay behind
+        href = w.page.get_attribute("#download-sbatch", "href")
+        r = w.page.request.get(server + href)
+        assert r.status == 200 and r.headers["content-disposition"].startswith("attachment;")
+        option = {p.name: p.option for p in params_of("download/sbatch")}
+        argv = ["deploy", "slurm"]
+        for k, v in parse_qsl(urlsplit(href).query):
+            argv += [option[k]] if v == "true" else [option[k], v]
+        cli = run_cli(*argv)
+        assert cli.code == 0, cli.stderr
+        assert r.body() == cli.stdout.encode("utf-8")
+        assert f"step time {shown['step_time_s']:.3f} s" in r.text()  # the file is of the layout on screen
+        w.page.click(".paste summary")
+        w.changed("#f-model_yaml", yaml.safe_dump(raw("model", "llama3-8b")))
+        assert w.page.get_attribute("#download-k8s", "aria-disabled") == "true"
+        assert w.page.get_attribute("#download-k8s", "href") is None
+        assert w.problems == []
+    finally:
+        w.close()

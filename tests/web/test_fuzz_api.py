@@ -67,3 +67,22 @@ def test_hostile_strings_in_every_string_option(client, path):
             # data, never markup: JSON that a browser may not sniff as HTML, and nothing of a file
             assert r.headers["content-type"] == "application/json" and r.headers["x-content-type-options"] == "nosniff"
             assert "root:x:" not in r.text
+
+
+@pytest.mark.parametrize("kind", ["sbatch", "k8s"])
+def test_hostile_strings_in_every_deploy_option_of_the_downloads(client, kind):
+    """The options the downloads add to train estimate's: a 200 is the file (never sniffed as HTML, nothing of
+    a local file in it), a refusal one ``error:`` line; the layout options are driven above."""
+    base = {"model": "llama3-8b", "global_batch": 8, "gpus": 8}
+    estimate = {p.name for p in params_of("train/estimate")}
+    strings = [p.name for p in params_of(f"download/{kind}") if p.kind == "str" and p.name not in estimate]
+    assert {"job_name", "script", "checkpoint_dir"} <= set(strings)
+    for name in strings:
+        for value in HOSTILE:
+            r = client.get(f"/api/download/{kind}", params={**base, name: value})
+            assert r.status_code in (200, 422), (kind, name, value, r.text[:300])
+            _one_line_error(r)
+            assert r.headers["x-content-type-options"] == "nosniff" and "root:x:" not in r.text
+            if r.status_code == 200:
+                assert r.headers["content-type"].split(";")[0] in ("text/x-shellscript", "application/yaml")
+                assert r.headers["content-disposition"].startswith('attachment; filename="')

@@ -1,5 +1,6 @@
 """The FastAPI application: ``/api/<command path>`` (GET with query parameters or POST with a JSON body),
-the pages, the static files, and the safety around them.
+``/api/download/sbatch|k8s|report`` (the files of ``deploy slurm``, ``deploy k8s`` and ``report``, taking the
+options the same way), the pages, the static files, and the safety around them.
 
 Safety by construction: requests take catalog ids and pasted YAML only, never a path (:mod:`.params`); bodies
 over :data:`MAX_BODY_BYTES` are refused before they are read whole; every response carries a
@@ -12,8 +13,7 @@ no traceback.
 from __future__ import annotations
 
 import inspect
-import os
-import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -26,7 +26,8 @@ from clustertwin import __version__
 from clustertwin.cli.common import jsonable
 from clustertwin.errors import ClusterTwinError, SpecError
 from clustertwin.safety import one_line
-from clustertwin.web.commands import COMMANDS, full_arguments, params_of
+from clustertwin.web.commands import COMMANDS, DOWNLOADS, params_of
+from clustertwin.web.downloads import FORMATS, download, run_with_options, warnings_header
 from clustertwin.web.params import MAX_YAML_BYTES, request_model
 
 MAX_BODY_BYTES = MAX_YAML_BYTES + (64 << 10)
@@ -95,31 +96,30 @@ def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
 
 
 def run_command(path: str, options: BaseModel) -> Any:
-    """The ``--json`` value of the command at ``path`` for the validated ``options`` (a pasted model is read
-    through the CLI's own file reader from a private temporary file; its name never reaches the reply)."""
-    given = options.model_dump(exclude_unset=False)
-    text = given.pop("model_yaml", None)
-    args = full_arguments(path, given)
-    if text is None:
-        return jsonable(COMMANDS[path].run(args))
-    if len(text.encode("utf-8")) > MAX_YAML_BYTES:
-        raise SpecError(f"model_yaml: over {MAX_YAML_BYTES:,} bytes")
-    with tempfile.TemporaryDirectory(prefix="clustertwin-web-") as tmp:
-        file = os.path.join(tmp, "model.yaml")
-        Path(file).write_text(text, encoding="utf-8")
-        args["model"] = file
-        try:
-            return jsonable(COMMANDS[path].run(args))
-        except ClusterTwinError as e:
-            raise SpecError(str(e).replace(file, "model_yaml")) from None
+    """The ``--json`` value of the command at ``path`` for the validated ``options``."""
+    return run_with_options(path, options, lambda args: jsonable(COMMANDS[path].run(args)))
 
 
-def _endpoint(path: str, source: str) -> Any:
+def _json_reply(path: str, options: BaseModel) -> Response:
+    return JSONResponse(run_command(path, options))
+
+
+def _download_reply(path: str, options: BaseModel) -> Response:
+    """The file of a download, as an attachment; the CLI's warnings in ``x-clustertwin-warnings``."""
+    got = download(path, options)
+    headers = {"content-disposition": f'attachment; filename="{got.filename}"'}
+    if got.warnings:
+        headers["x-clustertwin-warnings"] = warnings_header(got.warnings)
+    return Response(got.text.encode("utf-8"), media_type=f"{FORMATS[path].media_type}; charset=utf-8",
+                    headers=headers)
+
+
+def _endpoint(path: str, source: str, reply: Callable[[str, BaseModel], Response] = _json_reply) -> Any:
     model = request_model(path)
 
     def call(options: Any) -> Response:
         try:
-            return JSONResponse(run_command(path, options))
+            return reply(path, options)
         except ClusterTwinError as e:
             return error_body(f"error: {e}", getattr(e, "field", None))
         except Exception as e:  # an internal failure: one line, no traceback, no paths
@@ -143,6 +143,12 @@ def build_app() -> FastAPI:
     for path, cmd in COMMANDS.items():
         app.get(f"/api/{path}", summary=cmd.summary, responses=responses, tags=["api"])(_endpoint(path, "query"))
         app.post(f"/api/{path}", summary=cmd.summary, responses=responses, tags=["api"])(_endpoint(path, "body"))
+    for path, cmd in DOWNLOADS.items():
+        files = {**responses, 200: {"description": f"the file (attachment), as `clustertwin {' '.join(cmd.words)}` "
+                                    "writes it", "content": {FORMATS[path].media_type: {}}}}
+        for method, source in ((app.get, "query"), (app.post, "body")):
+            method(f"/api/{path}", summary=cmd.summary, responses=files, tags=["downloads"],
+                   response_class=Response)(_endpoint(path, source, _download_reply))
 
     @app.middleware("http")
     async def headers(request: Request, call_next: Any) -> Response:

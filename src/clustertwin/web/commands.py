@@ -5,6 +5,8 @@ CLI's ``--global-batch`` is ``global_batch``), long option, type, default, help 
 is retyped here: :func:`params_of` walks the click command typer builds from the CLI module, so a new option of
 ``train estimate`` appears in the API, its OpenAPI schema and the Train page's form by itself. What the web does
 not take is named per command (:attr:`ApiCommand.exclude`: files such as ``--calibration``, and ``--json``).
+:data:`COMMANDS` answer with the ``--json`` value; :data:`DOWNLOADS` with the text the command writes
+(``deploy slurm``, ``deploy k8s``, ``report``), made by the command itself into a file the web names.
 """
 
 from __future__ import annotations
@@ -61,7 +63,8 @@ class ApiCommand:
     module: str
     """Module under ``clustertwin.cli`` that registers it."""
     run: Callable[[dict[str, Any]], Any]
-    """Arguments (every parameter of the command but ``json_out``) -> the value ``--json`` prints."""
+    """Arguments (every parameter of the command but ``json_out``) -> the value ``--json`` prints (a download:
+    the text the command writes to ``arguments["output"]``)."""
     exclude: frozenset[str] = field(default_factory=frozenset)
     """Parameters the web does not take besides :data:`FILE_OPTIONS` (they keep the CLI default)."""
     summary: str = ""
@@ -95,16 +98,26 @@ def _click_command(cmd: ApiCommand) -> Any:
     return c
 
 
+def command_of(path: str) -> ApiCommand:
+    """The command served at ``/api/<path>``: one of :data:`COMMANDS` or :data:`DOWNLOADS`."""
+    return COMMANDS[path] if path in COMMANDS else DOWNLOADS[path]
+
+
+def repeats(p: Any) -> bool:
+    """Whether click parameter ``p`` takes a list (a repeatable option, or an argument of any count)."""
+    return bool(p.multiple) or getattr(p, "nargs", 1) == -1
+
+
 @functools.cache
 def click_params(path: str) -> tuple[Any, ...]:
     """Every click parameter of the command at ``path``."""
-    return tuple(_click_command(COMMANDS[path]).params)
+    return tuple(_click_command(command_of(path)).params)
 
 
 @functools.cache
 def params_of(path: str) -> tuple[Param, ...]:
     """The parameters the web takes for the command at ``path`` (hidden and file options left out)."""
-    cmd = COMMANDS[path]
+    cmd = command_of(path)
     out = []
     for p in click_params(path):
         if p.name in FILE_OPTIONS or p.name in cmd.exclude or getattr(p, "hidden", False):
@@ -112,10 +125,10 @@ def params_of(path: str) -> tuple[Param, ...]:
         long = next((o for o in p.opts if o.startswith("--")), p.name)
         kind = _kind(p)
         default = p.default if not callable(p.default) else None
-        if p.multiple:
+        if repeats(p):
             default = list(default or [])
         out.append(Param(p.name, long, kind, default, " ".join((getattr(p, "help", None) or "").split()),
-                         multiple=bool(p.multiple), required=bool(p.required), catalog=CATALOG_PARAMS.get(p.name),
+                         multiple=repeats(p), required=bool(p.required), catalog=CATALOG_PARAMS.get(p.name),
                          layout=p.name in LAYOUT_PARAMS))
     return tuple(out)
 
@@ -127,7 +140,7 @@ def full_arguments(path: str, given: dict[str, Any]) -> dict[str, Any]:
         if p.name == "json_out":
             continue
         default = None if callable(p.default) else p.default
-        if p.multiple:
+        if repeats(p):
             default = list(default or [])
         args[p.name] = given.get(p.name, default)
     return args
@@ -177,7 +190,8 @@ def _infer_size(a: dict[str, Any]) -> Any:
 def _explain(a: dict[str, Any]) -> Any:
     from clustertwin.cli.explain_cmd import explain_result
 
-    return explain_result(**a).to_dict()
+    e, chosen = explain_result(**a)
+    return {**e.to_dict(), "searched_fields": chosen}
 
 
 def _validate(a: dict[str, Any]) -> Any:
@@ -210,3 +224,39 @@ COMMANDS: dict[str, ApiCommand] = {c.path: c for c in (
     ApiCommand("validate", ("validate",), "validate_cmd", _validate, exclude=frozenset({"show_cases"}),
                summary="The model against the shipped measured cases (validate --json)."),
 )}
+
+
+# ------------------------------------------------------------------------------------------ the downloads
+def _deploy_slurm(a: dict[str, Any]) -> str:
+    from clustertwin.cli.deploy_cmd import slurm_command
+
+    slurm_command(**a, json_out=False)
+    return a["output"].read_text(encoding="utf-8")
+
+
+def _deploy_k8s(a: dict[str, Any]) -> str:
+    from clustertwin.cli.deploy_cmd import k8s_command
+
+    k8s_command(**a, json_out=False)
+    return a["output"].read_text(encoding="utf-8")
+
+
+def _report(a: dict[str, Any]) -> str:
+    from clustertwin.cli.report_cmd import report_command
+
+    report_command(**a, json_out=False)
+    return a["output"].read_text(encoding="utf-8")
+
+
+#: what ``report`` takes only with a trace file
+_REPORT_TRACE_ONLY = frozenset({"output", "trace_format", "policy"})
+
+DOWNLOADS: dict[str, ApiCommand] = {c.path: c for c in (
+    ApiCommand("download/sbatch", ("deploy", "slurm"), "deploy_cmd", _deploy_slurm, exclude=frozenset({"output"}),
+               summary="The Slurm batch script of a layout, as deploy slurm prints it."),
+    ApiCommand("download/k8s", ("deploy", "k8s"), "deploy_cmd", _deploy_k8s, exclude=frozenset({"output"}),
+               summary="The Kubernetes manifests of a layout, as deploy k8s prints them."),
+    ApiCommand("download/report", ("report",), "report_cmd", _report, exclude=_REPORT_TRACE_ONLY,
+               summary="The self-contained HTML report, as report writes it (no trace: no scheduler section)."),
+)}
+"""Commands whose answer is a file to download: ``run`` gets ``output`` (a private temporary file) set."""

@@ -1,7 +1,9 @@
 """The pages: one per question (Plan, Train, Infer, Explain, Validate), each a form built from its command's
 parameters (:func:`clustertwin.web.commands.params_of`: the same names, defaults and help as the CLI) whose
 values live in the URL's query string, so a plan is shared by sharing its address; the page script
-(``static/app.js``) calls the API on every change and draws the answer with the report's plotly.
+(``static/app.js``) calls the API on every change and draws the answer with the report's plotly. The Train
+page links the downloads (``/api/download/sbatch|k8s|report``) with the options of its form that each takes,
+the layout options left empty filled as the estimate on screen resolved them.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 
 from clustertwin import __version__
+from clustertwin.cli.layout_options import LAYOUT_PARAMS
 from clustertwin.safety import script_json
-from clustertwin.web.commands import COMMANDS, Param, params_of
+from clustertwin.web.commands import COMMANDS, DOWNLOADS, Param, params_of
 from clustertwin.web.params import catalog_ids, choices
 
 HERE = Path(__file__).parent
@@ -97,7 +100,10 @@ def render(page: Page, request: Request) -> str:
             c["values"] = c["default"].split(",") if c["default"] else []
     config = {"page": page.name, "api": page.api, "version": __version__,
               "search_params": [p.name for p in params_of("train/search")],
-              "scale_params": [p.name for p in params_of("train/scale")]}
+              "scale_params": [p.name for p in params_of("train/scale")],
+              "downloads": {path.removeprefix("download/"): [p.name for p in params_of(path)]
+                            for path in DOWNLOADS} if page.name == "train" else {},
+              "layout_params": list(LAYOUT_PARAMS)}
     template = _environment().get_template("page.html.j2")
     return template.render(page=page, pages=PAGES.values(), controls=controls, version=__version__,
                            model_yaml="model" in {c["name"] for c in controls}, command=COMMANDS[page.api],

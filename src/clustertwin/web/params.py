@@ -14,14 +14,14 @@ import re
 import typing
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model, model_validator
 
 from clustertwin.catalog import ids
 from clustertwin.cli.common import MAX_OPTION_INT, OPTION_MAX, POSITIVE_OPTIONS, check_number_option
 from clustertwin.cli.layout_options import LAYOUT_OPTIONS
 from clustertwin.errors import did_you_mean
 from clustertwin.specs import ParallelismSpec
-from clustertwin.web.commands import COMMANDS, Param, params_of
+from clustertwin.web.commands import Param, command_of, params_of
 
 MAX_YAML_BYTES = 1 << 20
 """Largest pasted YAML document (1 MiB)."""
@@ -124,13 +124,35 @@ def _field(p: Param) -> tuple[Any, Any]:
     return ann, Field(p.default, description=text, json_schema_extra=extra)
 
 
+class ModelOrYaml(BaseModel):
+    """Options of a command whose ``--model`` is required: a catalog id or a pasted ``model_yaml``, one of them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="after")
+    def _one_model(self) -> ModelOrYaml:
+        if getattr(self, "model", None) is None and getattr(self, "model_yaml", None) is None:
+            raise ValueError("--model: missing option (a catalog id, or a model pasted as model_yaml)")
+        return self
+
+
 @functools.cache
 def request_model(path: str) -> type[BaseModel]:
     """The pydantic model of ``/api/<path>``'s options (unknown options refused, as the CLI refuses them)."""
-    fields: dict[str, Any] = {p.name: _field(p) for p in params_of(path)}
+    params = params_of(path)
+    fields: dict[str, Any] = {p.name: _field(p) for p in params}
+    required_model = any(p.name == "model" and p.required for p in params)
     if "model" in fields:
         fields["model_yaml"] = (Annotated[str | None, Field(max_length=MAX_YAML_BYTES)],
                                 Field(None, description="A model spec pasted as YAML (at most 1 MiB; read with "
                                                         "the safe loader); replaces --model."))
+    if required_model:  # the CLI requires --model; here a pasted model_yaml stands in for it
+        model = next(p for p in params if p.name == "model")
+        fields["model"] = (fields["model"][0], Field(None, description=f"{model.help} (web: catalog ids only; "
+                                                     "required unless model_yaml is given)",
+                                                     json_schema_extra={"x-cli-option": model.option}))
     name = "".join(w.capitalize() for w in re.split(r"[/_]", path)) + "Options"
-    return create_model(name, __config__=ConfigDict(extra="forbid"), __doc__=COMMANDS[path].summary, **fields)
+    doc = command_of(path).summary
+    if required_model:
+        return create_model(name, __base__=ModelOrYaml, __doc__=doc, **fields)
+    return create_model(name, __config__=ConfigDict(extra="forbid"), __doc__=doc, **fields)

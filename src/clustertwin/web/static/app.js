@@ -100,6 +100,36 @@
     flat.model_yaml = yaml;
     return fetch("/api/" + api, {method: "POST", headers: {"content-type": "application/json"}, body: JSON.stringify(flat)});
   }
+  // the downloads take the form's options that their command has, and the layout options the form leaves empty
+  // as the estimate on screen resolved them (so the file is of the layout shown); a pasted model cannot travel
+  // in a link
+  function downloadQuery(names, shown) {
+    var q = query(names);
+    var layout = shown && shown.layout;
+    if (!layout) return q;
+    names.forEach(function (n) {
+      if (cfg.layout_params.indexOf(n) < 0 || q.has(n)) return;
+      var v = layout[n === "sp" ? "sequence_parallel" : n];
+      if (v === null || v === undefined || v === false || typeof v === "object") return;
+      q.set(n, String(v));
+    });
+    return q;
+  }
+  function downloadLinks(shown) {
+    Object.keys(cfg.downloads || {}).forEach(function (k) {
+      var a = document.getElementById("download-" + k);
+      if (!a) return;
+      if (pasted() !== null) {
+        a.removeAttribute("href");
+        a.setAttribute("aria-disabled", "true");
+        a.setAttribute("data-why", "a pasted model: POST /api/download/" + k + " with model_yaml");
+        return;
+      }
+      a.setAttribute("href", "/api/download/" + k + "?" + downloadQuery(cfg.downloads[k], shown).toString());
+      a.removeAttribute("aria-disabled");
+      a.removeAttribute("data-why");
+    });
+  }
   function setStatus(text, error) {
     statusEl.textContent = text;
     statusEl.className = error ? "error" : "";
@@ -115,6 +145,7 @@
         var a = document.getElementById("spec-" + k), f = form.elements.namedItem(k);
         if (a && f && f.value) a.href = "/api/spec/" + k + "/" + encodeURIComponent(f.value);
       });
+      downloadLinks();
     }
     setStatus((label || "computing") + " …", false);
     var t0 = performance.now();
@@ -127,6 +158,7 @@
       draw(res.data, target);
       window.clustertwinLast = window.clustertwinLast || {};
       window.clustertwinLast[api] = res.data;  // the numbers on screen, for the browser tests
+      if (target === results) downloadLinks(res.data);
       setStatus((label || "computed") + " in " + Math.round(performance.now() - t0) + " ms", false);
       document.body.dataset.ready = String(seq);
     }).catch(function (e) { setStatus("request failed: " + e, true); });
