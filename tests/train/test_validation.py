@@ -149,3 +149,21 @@ def test_case_shapes_are_understood():
     r = evaluate_run({"model": "llama2-7b", "cluster": {"node": "dgx-a100-80gb", "nodes": 64}, "tokens": 1e12,
                       "parallelism": {"global_batch": 1024, "precision": "bf16"}})
     assert r["gpus"] == 512 and r["gpu_hours"] > 0 and r["days"] > 0
+
+
+def test_a_case_names_its_stack_and_the_prediction_says_what_was_filled():
+    from clustertwin.errors import SpecError
+    from clustertwin.train.validation import evaluate
+
+    base = {"model": "llama3-8b", "cluster": "ref-1k-h100", "parallelism": {"tp": 2, "global_batch": 1024},
+            "source": "a Megatron-LM run, 2022"}
+    inferred = evaluate(base)
+    named = evaluate({**base, "stack": "deepspeed-2022"})
+    assert named["software_stack"] == "deepspeed-2022" and inferred["software_stack"] != "deepspeed-2022"
+    assert not named["layout"]["sequence_parallel"]  # the stack has none: never searched in
+    assert set(named["searched_fields"]) >= {"dp", "micro_batch", "recompute"} and "tp" not in named["searched_fields"]
+    with pytest.raises(SpecError, match="did you mean 'deepspeed-2022'"):
+        evaluate({**base, "stack": "deepspeed-2023"})
+    with pytest.raises(SpecError, match="disagree"):
+        evaluate({**base, "stack": "deepspeed-2022",
+                  "parallelism": {**base["parallelism"], "software_stack": "megatron-2022"}})

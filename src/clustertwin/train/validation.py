@@ -1,6 +1,8 @@
 """Evaluators of the validation kinds ``train`` and ``train_run`` (see validation/README.md).
 
-* ``train``: model, cluster (``{node, nodes}``) or ``node`` + ``gpus``, parallelism. Parallelism fields
+* ``train``: model, cluster (``{node, nodes}``) or ``node`` + ``gpus``, parallelism, optional ``stack`` (the
+  software stack the run used, a :data:`~clustertwin.train.stack.NAMES` name; without it the stack a
+  framework named in ``source`` implies, else the GPU generation's). Parallelism fields
   the case leaves out are chosen by :func:`~clustertwin.train.search.search` (the best predicted layout
   that fits); fields it gives are never changed. When tp, pp and dp are given, tp x pp x dp x cp is the
   GPU count; a missing global batch is one sequence per GPU.
@@ -20,13 +22,13 @@ import json
 import math
 from typing import Any
 
-from clustertwin.errors import SpecError
+from clustertwin.errors import SpecError, did_you_mean
 from clustertwin.reliability.train_run import time_to_train_with_failures
 from clustertwin.specs import ClusterSpec, ModelSpec, ParallelismSpec, build, load
 from clustertwin.train.complete import complete_layout, is_complete
 from clustertwin.train.estimate import TrainEstimate
 from clustertwin.train.params import TrainParams, resolve_params
-from clustertwin.train.stack import resolve_stack, stack_for_source
+from clustertwin.train.stack import ALIASES, NAMES, STACKS, resolve_stack, stack_for_source
 
 #: GPUs a train_run case without a GPU count is evaluated on
 DEFAULT_RUN_GPUS = 1024
@@ -77,6 +79,15 @@ def _parallelism(case: dict, gpus: int | None = None) -> ParallelismSpec:
     """The case's parallelism; a missing global batch defaults to one sequence per GPU
     (:data:`DEFAULT_SEQUENCES_PER_GPU`), the weak-scaling setting of the Megatron papers."""
     raw = dict(case.get("parallelism") or {})
+    named = case.get("stack")
+    if named is not None:
+        if not isinstance(named, str) or (named != "auto" and ALIASES.get(named, named) not in STACKS):
+            raise SpecError(f"unknown software stack {str(named)[:40]!r}{did_you_mean(str(named), NAMES)} "
+                            f"(expected one of {', '.join(NAMES)})", path=("stack",))
+        if "software_stack" in raw and raw["software_stack"] != named:
+            raise SpecError(f"'stack: {named}' and 'parallelism.software_stack: {raw['software_stack']}' disagree; "
+                            "give one", path=("stack",))
+        raw["software_stack"] = named
     if "software_stack" not in raw and stack_for_source(case.get("source")):
         raw["software_stack"] = stack_for_source(case.get("source"))
     if "global_batch" not in raw and gpus:
@@ -128,7 +139,8 @@ def predict(model: ModelSpec, cluster: ClusterSpec, par: ParallelismSpec, gpus: 
 def _prediction(e: TrainEstimate) -> dict[str, Any]:
     return {"step_time_s": e.step_time_s, "mfu": e.mfu, "hfu": e.hfu, "tokens_per_s": e.tokens_per_s,
             "model_tflops_per_gpu": e.model_tflops_per_gpu, "hardware_tflops_per_gpu": e.hardware_tflops_per_gpu,
-            "memory_gib_per_gpu": e.memory_gib_per_gpu, "fits": e.fits, "gpus": e.gpus, "layout": e.layout}
+            "memory_gib_per_gpu": e.memory_gib_per_gpu, "fits": e.fits, "gpus": e.gpus, "layout": e.layout,
+            "software_stack": e.software_stack, "searched_fields": e.searched_fields}
 
 
 def evaluate(case: dict) -> dict[str, Any]:
