@@ -258,3 +258,39 @@ def test_train_download_links_carry_the_controls(server, browser):
         assert w.problems == []
     finally:
         w.close()
+
+
+def test_train_draws_the_predicted_timeline_and_refreshes_it(server, browser, tmp_path, capsys):
+    """After each estimate the Train page draws ``/api/train/timeline`` (the file of ``train estimate
+    --timeline``): one row per (rank, stream) and one bar trace per stream present, of the estimate shown."""
+    w = Watched(browser, server, 1280)
+    try:
+        w.open(f"{server}/train?gpus=64&global_batch=256&tp=2&pp=2")
+        w.until("document.body.dataset.timeline !== undefined")
+        for gpus in ("64", "128"):
+            got = w.last("train/timeline")
+            out = tmp_path / f"timeline-{gpus}.json"
+            assert main(["train", "estimate", "--gpus", gpus, "-b", "256", "--tp", "2", "--pp", "2",
+                         "--timeline", str(out)]) == 0
+            capsys.readouterr()
+            assert got == json.loads(out.read_text(encoding="utf-8"))
+            assert got["otherData"]["step_time_s"] == w.last("train/estimate")["step_time_s"]
+            events = [e for e in got["traceEvents"] if e["ph"] == "X"]
+            streams = sorted({e["cat"] for e in events})
+            drawn = w.page.evaluate("Array.from(document.getElementById('plot-timeline').data, "
+                                    "t => [t.type, t.name, Array.from(new Set(t.y)).length])")
+            assert sorted(name for _, name, _ in drawn) == streams and {t for t, _, _ in drawn} == {"bar"}
+            assert sum(rows for _, _, rows in drawn) == len({(e["pid"], e["cat"]) for e in events})
+            assert w.page.locator("#plot-timeline .barlayer .trace").count() == len(streams)
+            assert len({e["pid"] for e in events}) == 2  # both stages of pp=2
+            if gpus == "64":
+                before = w.page.evaluate("document.body.dataset.timeline")
+                w.changed("#f-gpus", "128")
+                w.until(f"document.body.dataset.timeline !== {json.dumps(before)}")
+        assert w.layout_problems() == [] and w.problems == []
+        w.page.set_viewport_size({"width": 390, "height": 900})  # the plot follows a narrow screen
+        w.until("document.getElementById('plot-timeline').getBoundingClientRect().right <= "
+                "document.documentElement.clientWidth + 1")
+        assert w.layout_problems() == [] and w.problems == []
+    finally:
+        w.close()

@@ -51,10 +51,11 @@ def client() -> TestClient:
     return TestClient(APP)
 
 
-@pytest.mark.parametrize("path", ["train/estimate", "train/search", "train/scale", "plan", "infer/estimate",
+@pytest.mark.parametrize("path", ["train/estimate", "train/timeline", "train/search", "train/scale", "plan", "infer/estimate",
                                   "infer/size", "explain"])
 def test_hostile_strings_in_every_string_option(client, path):
-    base = {"train/estimate": {"global_batch": 8, "gpus": 8}, "train/search": {"global_batch": 8, "gpus": 8},
+    base = {"train/estimate": {"global_batch": 8, "gpus": 8}, "train/timeline": {"global_batch": 8, "gpus": 8},
+            "train/search": {"global_batch": 8, "gpus": 8},
             "train/scale": {"global_batch": 8, "max_gpus": 8}, "infer/size": {"slo_ttft_ms": 500},
             "explain": {"global_batch": 8, "gpus": 8, "tp": 8}}.get(path, {})
     strings = [p.name for p in params_of(path) if p.kind == "str"]

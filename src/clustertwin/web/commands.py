@@ -5,7 +5,8 @@ CLI's ``--global-batch`` is ``global_batch``), long option, type, default, help 
 is retyped here: :func:`params_of` walks the click command typer builds from the CLI module, so a new option of
 ``train estimate`` appears in the API, its OpenAPI schema and the Train page's form by itself. What the web does
 not take is named per command (:attr:`ApiCommand.exclude`: files such as ``--calibration``, and ``--json``).
-:data:`COMMANDS` answer with the ``--json`` value; :data:`DOWNLOADS` with the text the command writes
+:data:`COMMANDS` answer with the ``--json`` value (``train/timeline``: the JSON ``train estimate --timeline``
+writes, for ``train estimate``'s options); :data:`DOWNLOADS` with the text the command writes
 (``deploy slurm``, ``deploy k8s``, ``report``), made by the command itself into a file the web names.
 """
 
@@ -154,6 +155,18 @@ def _train_estimate(a: dict[str, Any]) -> Any:
     return estimate_json(e, ttt, rel)
 
 
+def _train_timeline(a: dict[str, Any]) -> Any:
+    """``train estimate --timeline``'s Chrome-trace JSON (:func:`clustertwin.train.timeline.step_timeline`) of
+    the estimate of ``train estimate``'s arguments. The trace does not depend on the failure simulation, so
+    ``with_failures`` is dropped when a token budget is given (the Monte Carlo run would be thrown away); without
+    one it stays, so the request gets the CLI's error as the estimate does."""
+    from clustertwin.cli.train_run import estimate_result
+    from clustertwin.train.timeline import step_timeline
+
+    e, _, _, m, _ = estimate_result(**{**a, "with_failures": a["with_failures"] and not a["tokens"]})
+    return step_timeline(e, m.layers)
+
+
 def _train_search(a: dict[str, Any]) -> Any:
     from clustertwin.cli.train_run import search_json, search_result
 
@@ -201,14 +214,19 @@ def _validate(a: dict[str, Any]) -> Any:
     return validate_json(validation.run(list(validation.default_paths()), set(a["kind"]) or None))
 
 
+#: what ``train estimate`` takes only as a file to write (``train/timeline`` answers with the ``--timeline`` file)
+_ESTIMATE_FILES = frozenset({"timeline", "trace_out"})
 #: what ``infer size`` takes only with a trace file
 _TRACE_ONLY = frozenset({"num_requests", "attainment", "router", "batching", "weights_from",
                          "autoscale", "duration_s", "peak_to_mean", "burst_fraction", "burstiness", "period_s",
                          "length_cv", "prefix_groups", "prefix_tokens", "seed", "window_s"})
 
 COMMANDS: dict[str, ApiCommand] = {c.path: c for c in (
-    ApiCommand("train/estimate", ("train", "estimate"), "train_cmd", _train_estimate, exclude=frozenset({"timeline", "trace_out"}),
+    ApiCommand("train/estimate", ("train", "estimate"), "train_cmd", _train_estimate, exclude=_ESTIMATE_FILES,
                summary="Step time, MFU, throughput and memory of one layout (train estimate --json)."),
+    ApiCommand("train/timeline", ("train", "estimate"), "train_cmd", _train_timeline, exclude=_ESTIMATE_FILES,
+               summary="The predicted step as Chrome-trace JSON on the representative ranks, the options of "
+                       "train/estimate (the file train estimate --timeline writes)."),
     ApiCommand("train/search", ("train", "search"), "train_cmd", _train_search,
                summary="Every valid layout ranked; the options given are pinned (train search --json)."),
     ApiCommand("train/scale", ("train", "scale"), "train_cmd", _train_scale,

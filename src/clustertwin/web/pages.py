@@ -3,7 +3,8 @@ parameters (:func:`clustertwin.web.commands.params_of`: the same names, defaults
 values live in the URL's query string, so a plan is shared by sharing its address; the page script
 (``static/app.js``) calls the API on every change and draws the answer with the report's plotly. The Train
 page links the downloads (``/api/download/sbatch|k8s|report``) with the options of its form that each takes,
-the layout options left empty filled as the estimate on screen resolved them.
+the layout options left empty filled as the estimate on screen resolved them, and draws the predicted step's
+timeline (``/api/train/timeline``, a second request after each estimate, so the estimate stays fast).
 """
 
 from __future__ import annotations
@@ -103,7 +104,8 @@ def render(page: Page, request: Request) -> str:
               "scale_params": [p.name for p in params_of("train/scale")],
               "downloads": {path.removeprefix("download/"): [p.name for p in params_of(path)]
                             for path in DOWNLOADS} if page.name == "train" else {},
-              "layout_params": list(LAYOUT_PARAMS)}
+              "layout_params": list(LAYOUT_PARAMS),
+              "timeline": "train/timeline" if page.name == "train" else None}
     template = _environment().get_template("page.html.j2")
     return template.render(page=page, pages=PAGES.values(), controls=controls, version=__version__,
                            model_yaml="model" in {c["name"] for c in controls}, command=COMMANDS[page.api],

@@ -161,6 +161,7 @@
       if (target === results) downloadLinks(res.data);
       setStatus((label || "computed") + " in " + Math.round(performance.now() - t0) + " ms", false);
       document.body.dataset.ready = String(seq);
+      return true;  // drawn (the Train page then asks for its timeline)
     }).catch(function (e) { setStatus("request failed: " + e, true); });
   }
 
@@ -204,6 +205,7 @@
       var v = d.with_failures[k]; if (typeof v !== "object") rows.push(["with failures: " + k, v]); });
     target.appendChild(el("h2", {}, "Estimate"));
     target.appendChild(table(["quantity", "value"], rows));
+    if (cfg.timeline) target.appendChild(el("div", {id: "timeline", "class": "timeline"}));
   }
   function drawSearch(d, target) {
     target.appendChild(el("h2", {}, "Top layouts on " + d.gpus + " GPUs (" + fmt(d.evaluated) + " evaluated, " + fmt(d.fitting) + " fit)"));
@@ -313,9 +315,59 @@
       target.appendChild(det);
     });
   }
+  // the predicted step (/api/train/timeline, the file of train estimate --timeline): one row per (rank, stream),
+  // one bar trace per stream, each bar an event from its start (base) for its duration, in ms
+  function drawTimeline(d, target) {
+    var names = {}, rows = [], traces = {}, order = [];
+    (d.traceEvents || []).forEach(function (e) {
+      if (e.ph === "M" && e.name === "process_name") names[e.pid] = e.args.name;
+    });
+    var events = (d.traceEvents || []).filter(function (e) { return e.ph === "X"; });
+    events.sort(function (a, b) { return a.pid - b.pid || a.tid - b.tid; });
+    events.forEach(function (e) {
+      var row = (names[e.pid] || "rank " + e.pid) + " · " + e.cat;
+      if (rows.indexOf(row) < 0) rows.push(row);
+      var t = traces[e.cat];
+      if (!t) {
+        t = traces[e.cat] = {type: "bar", orientation: "h", name: e.cat, y: [], x: [], base: [], hovertext: [],
+          hovertemplate: "%{hovertext}<br>%{base:.4g} ms + %{x:.4g} ms<extra>%{fullData.name}</extra>"};
+        order.push(e.cat);
+      }
+      t.y.push(row); t.x.push(e.dur / 1000); t.base.push(e.ts / 1000); t.hovertext.push(e.name);
+    });
+    var o = d.otherData || {};
+    target.appendChild(el("h2", {}, "Predicted step timeline (" + (o.schedule || "") + ", " + fmt(o.microbatches) +
+      " micro-batches, " + fmt(o.step_time_s) + " s)"));
+    plot(target, "plot-timeline", order.map(function (k) { return traces[k]; }),
+      {barmode: "overlay", height: 90 + 22 * rows.length, margin: {l: 10, r: 20, t: 20, b: 45},
+       xaxis: {title: {text: "ms from the step's start"}, range: [0, 1000 * (o.step_time_s || 0)]},
+       yaxis: {type: "category", categoryorder: "array", categoryarray: rows, autorange: "reversed", automargin: true},
+       legend: {orientation: "h", y: -0.15}});
+    target.appendChild(el("p", {"class": "note"}, "The file clustertwin train estimate --timeline writes (save the " +
+      "timeline JSON and open it in https://ui.perfetto.dev); hidden communication is not drawn."));
+    var a = target.appendChild(el("a", {id: "timeline-json", href: "", download: "timeline.json"}, "timeline JSON"));
+    if (pasted() === null) a.setAttribute("href", "/api/" + cfg.timeline + "?" + query().toString());
+    else a.removeAttribute("href");
+  }
+  var tseq = 0;
+  function timeline() {
+    var target = document.getElementById("timeline");
+    if (!cfg.timeline || !target) return;
+    var mine = ++tseq;
+    call(cfg.timeline, query()).then(function (r) {
+      return r.json().then(function (d) { return {ok: r.ok, data: d}; });
+    }).then(function (res) {
+      if (mine !== tseq) return;
+      target.replaceChildren();
+      if (!res.ok) { target.appendChild(el("p", {"class": "why"}, "timeline: " + (res.data.error || "error"))); return; }
+      drawTimeline(res.data, target);
+      window.clustertwinLast[cfg.timeline] = res.data;
+      document.body.dataset.timeline = String(mine);
+    }).catch(function (e) { target.replaceChildren(el("p", {"class": "why"}, "timeline request failed: " + e)); });
+  }
   var DRAW = {train: drawTrain, plan: drawPlan, infer: drawInfer, explain: drawExplain, validate: drawValidate};
 
-  function update() { run(cfg.api, null, results, DRAW[cfg.page]); }
+  function update() { run(cfg.api, null, results, DRAW[cfg.page]).then(function (drawn) { if (drawn) timeline(); }); }
   form.addEventListener("input", function () { clearTimeout(timer); timer = setTimeout(update, 150); });
   form.addEventListener("change", function () { clearTimeout(timer); timer = setTimeout(update, 50); });
   form.addEventListener("submit", function (e) { e.preventDefault(); update(); });
