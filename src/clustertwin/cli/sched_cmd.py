@@ -90,15 +90,19 @@ def simulate_command(
     if workload is not None:
         from clustertwin.cli.sched_cosim_cmd import run_workload
 
-        if trace is not None or node_list is not None:
-            raise SpecError("give --workload or --trace/--node-list, not both")
+        if node_list is not None:
+            raise SpecError("--workload runs on --cluster's nodes: give --cluster, not --node-list")
+        if trace is not None and fmt is None:
+            raise SpecError("--trace needs --format")
         run_workload(workload, cluster, [p.name for p in pols], places, network, routing, seed, max_jobs, mtbf_h,
-                     mttr_h, reliability_failures, max_failure_events, json_out)
+                     mttr_h, reliability_failures, max_failure_events, json_out,
+                     trace=(trace, fmt, strict) if trace is not None else None)
         return
     if trace is None or fmt is None:
         raise SpecError("sched simulate needs --trace and --format, or --workload")
     if network != "ideal":
-        raise SpecError("--network contention needs --workload (trace jobs carry no body)")
+        raise SpecError("--network contention needs --workload (a trace's jobs get their bodies from the mix: "
+                        "--trace T --format F --workload MIX)")
     if max_requeues < 0:
         raise SpecError("--max-requeues must be >= 0")
     check_finite(compress, "--compress")

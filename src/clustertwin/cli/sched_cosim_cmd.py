@@ -24,8 +24,10 @@ _COLUMNS = [("util", "utilization"), ("goodput GPU-h", "goodput_gpu_hours"),
 
 def run_workload(path: Path, cluster: str, policies: list[str], placements: list[str], network: str, routing: str,
                  seed: int, max_jobs: int | None, mtbf_h: float | None, mttr_h: float, reliability: bool,
-                 max_failure_events: int, json_out: bool) -> None:
-    """Draw the mix, run every policy x placement, print the table (or ``--json``)."""
+                 max_failure_events: int, json_out: bool, trace: tuple[Path, str, bool] | None = None) -> None:
+    """Draw the mix (or, with ``trace`` = (file, format, strict), give the trace's jobs the mix's bodies:
+    :func:`clustertwin.sched.workload.assign_trace`), run every policy x placement, print the table (or
+    ``--json``)."""
     if network not in NETWORKS:
         raise SpecError(f"--network must be one of {', '.join(NETWORKS)} (got {network[:40]!r})")
     if routing not in contention.ROUTINGS:
@@ -38,10 +40,20 @@ def run_workload(path: Path, cluster: str, policies: list[str], placements: list
         raise SpecError("give --node-mtbf-h or --failures-from-reliability, not both")
     rated = float(np.mean(node_mtbf)) if node_mtbf is not None else (mtbf_h or failures.DEFAULT_NODE_MTBF_H)
     bodies = Bodies(mix, spec, node_mtbf_h=rated)
+    skipped = 0
     try:
-        drawn = workload.draw(mix, bodies.iso_runtime_s, int(spec.node.gpus), seed=seed, max_jobs=max_jobs)
+        if trace is None:
+            drawn = workload.draw(mix, bodies.iso_runtime_s, int(spec.node.gpus), seed=seed, max_jobs=max_jobs)
+        else:
+            from clustertwin.cli.sched_common import read_jobs
+
+            tjobs, report = read_jobs(trace[0], trace[1], trace[2], cl, max_jobs, None)
+            if len(tjobs) == 0:
+                raise SpecError(f"no jobs to replay in {trace[0]} ({report.malformed} malformed lines)")
+            skipped = report.malformed
+            drawn = workload.assign_trace(mix, tjobs, bodies.iso_runtime_s, seed=seed)
     except SpecError as e:
-        raise e.with_context(file=str(path)) from None
+        raise e if trace is not None else e.with_context(file=str(path)) from None
     jobs = drawn.jobs
     fail = None
     if mtbf_h is not None or reliability:
@@ -61,7 +73,9 @@ def run_workload(path: Path, cluster: str, policies: list[str], placements: list
                                                "routing": routing if fabric is not None else None,
                                                "tiers": [t[0] for t in topo.uplink_tiers()]},
            "workload": {"name": mix.name, "jobs": len(jobs), "seed": seed,
-                        "classes": {c.name: int((drawn.job_class == k).sum()) for k, c in enumerate(mix.classes)}},
+                        "classes": {c.name: int((drawn.job_class == k).sum()) for k, c in enumerate(mix.classes)},
+                        **({"trace": str(trace[0]), "without_body": int((drawn.job_class == workload.NO_BODY).sum()),
+                            "malformed_lines": skipped} if trace is not None else {})},
            "failures": None if fail is None else {"events": len(fail), "mttr_h": mttr_h},
            "network": network, "policies": rows}
     if json_out:
@@ -69,6 +83,8 @@ def run_workload(path: Path, cluster: str, policies: list[str], placements: list
         return
     out = output_console()
     classes = ", ".join(f"{k} {v}" for k, v in doc["workload"]["classes"].items())
+    if trace is not None:
+        classes += f", no body {doc['workload']['without_body']}; from {trace[0]}, {skipped} malformed lines"
     out.print(f"{cl.summary()}; fabric {topo.kind} {topo.oversubscription:g}:1, network {network}"
               f"{f' ({routing})' if fabric is not None else ''}; workload {mix.name}: {len(jobs):,} jobs ({classes}), "
               f"seed {seed}")

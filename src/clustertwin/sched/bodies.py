@@ -24,8 +24,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from clustertwin.errors import SpecError
-from clustertwin.sched.workload import WorkloadMix
+from clustertwin.sched.workload import NO_BODY, WorkloadMix
 from clustertwin.units import HOUR_S
+
+_NO_PROFILE_STEP_S = 1.0
+"""A job without a body (:data:`~clustertwin.sched.workload.NO_BODY`) runs one 1-second step per second of its
+trace runtime, with no inter-node traffic and no checkpoints."""
 
 TERM_KIND = {"tp_comm": "tp", "cp_comm": "cp", "ep_comm": "ep", "pp_comm": "pp", "dp_comm": "dp",
              "zero3_gather": "dp"}
@@ -118,6 +122,8 @@ class Bodies:
 
     def profile(self, k: int, gpus: int, nodes: np.ndarray) -> BodyProfile:
         """The class's step on the allocation ``nodes`` (cached by span)."""
+        if k == NO_BODY:
+            return BodyProfile(_NO_PROFILE_STEP_S, {}, 0, 0)
         span = self.topology.span_of(nodes)
         key = (k, gpus, span.nodes, span.leaves, span.pods, span.max_hops)
         hit = self._profiles.get(key)
@@ -151,6 +157,8 @@ class Bodies:
 
     def steps(self, k: int, gpus: int) -> float:
         """Nominal steps of one job of the class (before its lognormal factor)."""
+        if k == NO_BODY:
+            return 1.0
         c = self.mix.classes[k]
         d = c.duration
         if d.steps is not None:
@@ -167,6 +175,8 @@ class Bodies:
 
     # ------------------------------------------------------------------ resilience
     def resilience(self, k: int, gpus: int) -> Resilience:
+        if k == NO_BODY:
+            return Resilience(math.inf, 0.0, 0.0, math.inf)
         key = (k, gpus)
         hit = self._res.get(key)
         if hit is not None:

@@ -33,6 +33,9 @@ from clustertwin.errors import SpecError, did_you_mean
 from clustertwin.sched.jobs import JobTable, make_jobs
 from clustertwin.units import HOUR_S
 
+NO_BODY = -1
+"""Class index of a trace job that no class of the mix describes (:func:`assign_trace`)."""
+
 MAX_WORKLOAD_JOBS = 2_000_000
 """Most jobs one workload may draw (a guard against a typo such as ``jobs: 1e9``)."""
 DEFAULT_LIMIT_FACTOR = 2.0
@@ -201,3 +204,33 @@ def draw(mix: WorkloadMix, iso_runtime_s, gpus_per_node: int, *, seed: int = 0,
 def hours_s(d: Duration) -> float | None:
     """Isolated run time of a duration given in hours, seconds (None for steps or tokens)."""
     return None if d.hours is None else d.hours * HOUR_S
+
+
+def assign_trace(mix: WorkloadMix, jobs: JobTable, iso_runtime_s, *, seed: int = 0) -> DrawnWorkload:
+    """Trace jobs with the mix's bodies (``sched simulate --trace T --workload MIX``). A job of ``g`` GPUs runs
+    a class whose ``gpus`` list holds ``g`` (drawn by the classes' shares among those that do, seeded), with
+    as many steps as make its isolated compact runtime the trace's: ``scale = runtime / iso_runtime_s(k, g)``
+    (the trace's runtime already holds whatever interference the job met; the co-simulation adds the
+    contention of the replayed placement on top). A job of a size no class lists carries no body
+    (:data:`NO_BODY`): it runs for its trace runtime, with no inter-node traffic
+    and no checkpoints. Arrivals, sizes, limits and users are the trace's."""
+    rng = np.random.default_rng(seed)
+    gpus = jobs.total_gpus
+    cls = np.full(len(jobs), NO_BODY, dtype=np.int64)
+    shares = np.asarray(mix.shares, dtype=float)
+    for g in np.unique(gpus).tolist():
+        fit = np.array([int(g) in c.gpus for c in mix.classes])
+        if not fit.any():
+            continue
+        sel = np.flatnonzero(gpus == g)
+        p = np.where(fit, shares, 0.0)
+        cls[sel] = rng.choice(len(mix.classes), size=len(sel), p=p / p.sum())
+    scale = np.ones(len(jobs))
+    runtime = jobs.runtime_s
+    for k in range(len(mix.classes)):
+        for g in np.unique(gpus[cls == k]).tolist():
+            sel = (cls == k) & (gpus == g)
+            scale[sel] = runtime[sel] / iso_runtime_s(k, int(g))
+    none = cls == NO_BODY
+    scale[none] = runtime[none]
+    return DrawnWorkload(mix, jobs, cls, scale)
