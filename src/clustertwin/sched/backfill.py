@@ -95,6 +95,22 @@ class BackfillMixin:
             while rel and proj.take_if_still_fits(self.alloc[rel[-1][2]]):
                 rel.pop()
 
+    def _refuse_with(self) -> tuple[tuple[int, ...], ...]:
+        """Per shape, the shapes a refusal for the head's sake also refuses until the next start: itself, and
+        for spread shapes on any node under first-fit / best-fit the larger ones of its family too (their
+        allocation on the same state takes a superset of its GPUs, and every contribution to the head's
+        fit only falls as GPUs are taken, so they cannot leave the head fitting either)."""
+        out = getattr(self, "_refuse_with_cache", None)
+        if out is None:
+            nested = getattr(self.placer, "variant", self.placer.name) in ("first-fit", "best-fit")
+            out = tuple(larger if nested and r.kind == "spread" and r.all_eligible else (s,)
+                        for s, (r, larger) in enumerate(zip(self.shapes.requests, self.shapes.larger_in_family,
+                                                            strict=True)))
+            self._refuse_with_cache = out
+            self._spread_any = [r.kind == "spread" and r.all_eligible for r in self.shapes.requests]
+            self._shape_g = [r.g for r in self.shapes.requests]
+        return out
+
     def _backfill(self, t: float, h: int = 0) -> None:
         """EASY backfill behind the head at queue position ``h`` (jobs before it wait for quota)."""
         q = self.queue
@@ -136,6 +152,8 @@ class BackfillMixin:
         requests = self.shapes.requests
         milli_s = self._shape_milli
         larger = self.shapes.larger_in_family
+        refuse_with = self._refuse_with()
+        spread_any, gpus_s = self._spread_any, self._shape_g
         place = self.placer.place
         # with few shapes, the tests above are kept per shape (open_), and the pass ends once no shape is open
         n_shapes = len(requests)
@@ -160,6 +178,9 @@ class BackfillMixin:
             j = e if job_of is None else job_of[e]
             if quota is not None and not quota.admits(j, total_gpus[j]):
                 continue
+            if not short and spread_any[s] and proj.refuses_spread(gpus_s[s]):
+                refused.update(refuse_with[s])  # (as take_if_still_fits would on its allocation)
+                continue
             alloc = place(st, requests[s])
             if alloc is None:
                 dead.update(larger[s])
@@ -172,7 +193,7 @@ class BackfillMixin:
             if short:
                 proj.freeze(alloc.node_list)
             elif not proj.take_if_still_fits(alloc):
-                refused.add(s)
+                refused.update(refuse_with[s])
                 continue
             self._in_backfill = True
             self._start(j, alloc, t)

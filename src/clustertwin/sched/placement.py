@@ -126,6 +126,12 @@ def _free_slots(state: ClusterState, n: int, g: int) -> list[int]:
     return [s for s, v in enumerate(row) if v == MILLI_PER_GPU][:g]
 
 
+_FREE_SLOTS: dict[tuple[int, ...], tuple[int, ...]] = {}
+"""Wholly free slots of a node by its row of free milli-GPUs (a memo: rows repeat, nodes have few slots)."""
+_SLOT_CACHE_MAX = 1 << 16
+"""Most rows the memo holds (rows with GPU shares can be many; past this they are computed each time)."""
+
+
 _ROW_HASH_SEED = 0x9E3779B97F4A7C15  # golden-ratio constant of Fibonacci hashing
 
 
@@ -319,17 +325,24 @@ class Placer:
             masks = [eq[w] for w in range(len(eq) - 1, 0, -1)]
         nodes: list[int] = []
         groups: list[tuple[int, tuple[int, ...]]] = []
+        slot_cache = _FREE_SLOTS
         for m in masks:
             while m:
                 low = m & -m
                 n = low.bit_length() - 1
                 m ^= low
-                take = min(whole_l[n], remaining)
+                w = whole_l[n]
                 row = rows[n]
-                if take == len(row):
-                    slots = tuple(range(take))  # (a wholly free node)
+                key = tuple(row)
+                free = slot_cache.get(key)
+                if free is None:
+                    free = tuple([s for s, v in enumerate(row) if v == MILLI_PER_GPU])
+                    if len(slot_cache) < _SLOT_CACHE_MAX:
+                        slot_cache[key] = free
+                if w <= remaining:
+                    slots, take = free, w
                 else:
-                    slots = tuple([s for s, v in enumerate(row) if v == MILLI_PER_GPU][:take])
+                    slots, take = free[:remaining], remaining
                 groups.append((n, slots))
                 nodes.append(n)
                 remaining -= take

@@ -179,6 +179,14 @@ class Projection:
         self._change(alloc, +1)
         return False
 
+    def refuses_spread(self, gpus: int) -> bool:
+        """True if taking ``gpus`` GPUs that are wholly free in the real state cannot leave a spread head
+        (any node) fitting: for such a head the total is the count of wholly free GPUs, and the projected
+        rows are never below the real ones (the projection is the real state plus the releases it expects
+        by the shadow time), so each such GPU is wholly free here too and the total falls by ``gpus``.
+        False when the head is not of that kind (nothing is decided here)."""
+        return self._spread and self.total - gpus < self.req.need
+
     @property
     def fits(self) -> bool:
         return self.total >= self.req.need

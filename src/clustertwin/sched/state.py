@@ -247,6 +247,7 @@ class ClusterState:
         if groups is not None:
             # whole GPUs: a taken slot was wholly free (1000 -> 0), a released one is wholly free again
             value = MILLI_PER_GPU if sign > 0 else 0
+            many = len(groups) > 3  # (then the ``whole_ge`` masks are rebuilt once from ``whole_eq``, below)
             for n, slots in groups:
                 row = rows[n]
                 for s in slots:
@@ -260,8 +261,14 @@ class ClusterState:
                 bit = bits[n]
                 eq[old] ^= bit
                 eq[w] ^= bit
-                for k in span[old][w]:
-                    ge[k] ^= bit
+                if not many:
+                    for k in span[old][w]:
+                        ge[k] ^= bit
+            if many:
+                acc = 0
+                for k in range(len(eq) - 1, -1, -1):
+                    acc |= eq[k]
+                    ge[k] = acc
         else:  # fractional GPUs: recount each node's wholly free GPUs
             for n, s, m in alloc.entries:
                 rows[n][s] += sign * m
