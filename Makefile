@@ -26,7 +26,7 @@ test: dev-venv
 	$(BIN)/pytest -q -n 2
 
 docs-check: dev-venv
-	$(BIN)/python tools/check_doc_examples.py
+	$(BIN)/python tools/check_doc_examples.py -j 2
 
 bench: dev-venv
 	$(BIN)/pytest -q benchmarks --benchmark-only -p no:xdist
