@@ -12,7 +12,7 @@ nothing is written into the checkout's root. ``$?`` in a command is the exit sta
 it (``$ echo $?``). ``.venv/bin`` (``--bin``) comes first on PATH.
 
 What is compared is the numbers the output shows (table layout varies with the terminal width); lines that
-carry measured times (``ms``, ``CPU``, ``wall``) are not compared. An example whose shown output has no
+carry measured times (``ms``, ``CPU``, ``wall``, ``in 6.1 s``) are not compared. An example whose shown output has no
 ``error:`` line must also exit 0, and one that shows an ``error:`` line must fail.
 
 A fenced block can be marked by an HTML comment on the line before its opening fence (invisible when the
@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-VOLATILE = re.compile(r"\b(ms|CPU|wall|elapsed|took|seconds?)\b|\d{4}-\d\d-\d\dT")
+VOLATILE = re.compile(r"\b(ms|CPU|wall|elapsed|took|seconds?)\b|\d{4}-\d\d-\d\dT|\bin \d[\d.,]* s\b|/s; wrote\b")
 MARKER = re.compile(r"^\s*<!--\s*docs-check:\s*(.*?)\s*-->\s*$")
 HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
 ELISION = ("…", "...")

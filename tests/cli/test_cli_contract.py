@@ -28,8 +28,7 @@ EXCEPTIONS: dict[str, tuple[tuple[str, ...], str]] = {
                      "--script (the launcher) is the software stack"),
     "deploy k8s": (("--seq-len", "--stack"), "as deploy slurm: the manifests run --script at the model's "
                    "sequence length"),
-    "report": (("--seq-len", "--stack"), "the report describes the model at its own sequence length on the "
-               "stack the cluster resolves to (auto)"),
+    "report": (("--stack",), "the report describes the model on the stack the cluster resolves to (auto)"),
 }
 #: commands outside LAYOUT_COMMANDS that declare some checked options (same definition), and why no layout
 PARTIAL: dict[str, str] = {

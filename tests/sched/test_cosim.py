@@ -159,3 +159,23 @@ def test_more_flows_per_nic_spread_ecmp_collisions(fat_tree):
     for bad in (0, 2000, True, 1.5):
         with pytest.raises(SpecError, match="flows_per_nic"):
             contention.fabric_of(topo, "ecmp", flows_per_nic=bad)
+
+
+def test_a_run_does_not_depend_on_the_runs_before_it():
+    spec = specs.load(specs.ClusterSpec, str(FAT_TREE_4TO1), kind="cluster")
+    mix = workload.load_workload(ROOT / "examples" / "workloads" / "llm-mix.yaml")
+    cl = sched_cluster.from_spec(spec)
+
+    def runs(*settings):
+        bodies = Bodies(mix, spec, node_mtbf_h=failures.DEFAULT_NODE_MTBF_H)
+        drawn = workload.draw(mix, bodies.iso_runtime_s, 8, seed=0, max_jobs=150)
+        out = []
+        for placement, routing in settings:
+            fabric = contention.fabric_of(bodies.topology, routing)
+            res = cosim.simulate_mix(cl, drawn, bodies, policy="fifo", placement=placement, fabric=fabric, seed=0)
+            out.append(cosim.record(res, "fifo", placement))
+        return out
+
+    (alone,) = runs(("random", "adaptive"))
+    _, after = runs(("random", "ecmp"), ("random", "adaptive"))
+    assert after == alone

@@ -12,7 +12,6 @@ from clustertwin.cli.common import (
     echo,
     err_console,
     load_cluster,
-    load_model,
     print_json,
 )
 from clustertwin.cli.layout_options import (
@@ -33,6 +32,7 @@ from clustertwin.cli.layout_options import (
     RecomputeModulesOpt,
     RecomputeNumLayersOpt,
     RecomputeOpt,
+    SeqOpt,
     SpOpt,
     TpOpt,
     VppOpt,
@@ -40,6 +40,7 @@ from clustertwin.cli.layout_options import (
     layout_from_params,
     resolve_layout,
 )
+from clustertwin.cli.train_run import seq_model
 from clustertwin.errors import SpecError
 from clustertwin.report import InferSettings, ReportOptions, build_report, write_report
 from clustertwin.report.html import DEFAULT_POLICIES
@@ -50,6 +51,7 @@ def report_command(
     model: str = typer.Option("llama3-70b", "--model", "-m", help="Model catalog id or YAML/JSON file."),
     output: Path = typer.Option(Path("report.html"), "--output", "-o", help="HTML file to write."),
     global_batch: int = GlobalBatchOpt,
+    seq_len: int = SeqOpt,
     precision: str = PrecOpt,
     tp: int = TpOpt, pp: int = PpOpt, dp: int = DpOpt, cp: int = CpOpt, ep: int = EpOpt, etp: int = EtpOpt,
     vpp: int = VppOpt, micro_batch: int = MicroBatchOpt, recompute: str = RecomputeOpt,
@@ -79,7 +81,7 @@ def report_command(
     it), or of the scaling sweep's best layout when none is given."""
     fields = layout_from_params(locals())
     spec = load_cluster(cluster)
-    mdl = load_model(model)
+    mdl = seq_model(model, seq_len)
     if global_batch < 1:
         raise SpecError(f"--global-batch must be >= 1 (got {global_batch})")
     if tokens <= 0:

@@ -3,8 +3,11 @@ a design space, write Parquet, print the Pareto fronts of time-to-train vs cost 
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -52,6 +55,12 @@ def sweep_command(
     target = output or Path(f"{space_file.stem}.parquet")
     check_output_path(target, "--output")
     show = err_console.is_terminal and not json_out
+    if getattr(space, "kind", "design") == "cluster":
+        from clustertwin.cli.sweep_cluster import cluster_sweep
+
+        cluster_sweep(space, target, executor=executor, processes=processes, address=address,
+                      batch_points=batch_points, progress=_bar(show), json_out=json_out)
+        return
     with Progress(TextColumn("sweep {task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                   console=err_console, disable=not show, transient=True) as bar, \
             ParquetStream(target, space.model_dump_json()) as sink:  # rows stream to disk: memory stays flat
@@ -89,6 +98,14 @@ def sweep_command(
             console.print(table(f"Pareto front: {x} vs {y}, {model} ({f.num_rows} points{shown})",
                                 ["point", "design", "layout", "checkpoint", x, y], rows))
     console.print(sweep_price_note(points), highlight=False)
+
+
+@contextlib.contextmanager
+def _bar(show: bool) -> Iterator[tuple[Progress, Callable[[str, int], Any]]]:
+    """The sweep's progress bar on stderr (off when not a terminal or with --json), and its task factory."""
+    with Progress(TextColumn("sweep {task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
+                  TimeRemainingColumn(), console=err_console, disable=not show, transient=True) as bar:
+        yield bar, lambda name, total: bar.add_task(name, total=total)
 
 
 def register(app: typer.Typer) -> None:

@@ -120,6 +120,12 @@ class Bodies:
         self._layouts[key] = spec
         return spec
 
+    def new_run(self) -> None:
+        """Forget the profiles cached by span: the first allocation of a span stands for the others of that
+        span within one simulation, so a simulation must not inherit another's (its result would depend on
+        which ran before). Layouts, resilience and the compact profiles (fixed nodes) stay."""
+        self._profiles = {}
+
     def profile(self, k: int, gpus: int, nodes: np.ndarray) -> BodyProfile:
         """The class's step on the allocation ``nodes`` (cached by span)."""
         if k == NO_BODY:

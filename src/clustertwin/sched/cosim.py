@@ -66,6 +66,7 @@ class CoSimulator(Simulator):
                  fabric: Fabric | None, failures: FailureEvents | None = None) -> None:
         super().__init__(cluster, drawn.jobs, config, failures)
         n = self.n
+        bodies.new_run()  # this run's span cache only (:meth:`Bodies.new_run`)
         self.bodies = bodies
         self.fabric = fabric
         self.cls: list[int] = drawn.job_class.tolist()

@@ -3,7 +3,9 @@ and assemble one Arrow table ordered by point id. The evaluation is deterministi
 and every batch size gives the same table.
 
 Batches are consecutive point ids cut between designs (:func:`clustertwin.sweep.space.design_batches`), so
-each design's cluster, plan, training evaluation and reliability terms are built by one worker only.
+each design's cluster, plan, training evaluation and reliability terms are built by one worker only. A
+cluster space (``kind: cluster``) is cut between (cluster, seed) scenarios instead, so one worker draws
+each scenario's jobs and runs its co-simulations (:mod:`clustertwin.sweep.cluster_eval`).
 
 Ray: each task evaluates one batch of point ids (many points per task, so scheduling overhead is paid
 per batch, not per point); the space is put in the object store once. ``address`` connects to a running
@@ -26,9 +28,10 @@ import numpy as np
 import pyarrow as pa
 
 from clustertwin.errors import SpecError
+from clustertwin.sweep import cluster_eval, cluster_space
 from clustertwin.sweep.evaluate import NUMERIC_COLUMNS, TEXT_COLUMNS, evaluate_points, preload
-from clustertwin.sweep.schema import to_table
-from clustertwin.sweep.space import SweepSpace, design_batches, point_ids
+from clustertwin.sweep.schema import COLUMNS, to_table
+from clustertwin.sweep.space import AnySpace, block_batches, design_batches, point_ids
 
 EXECUTORS: tuple[str, ...] = ("local", "ray")
 MAX_BATCH_POINTS = 4096
@@ -71,26 +74,58 @@ def default_batch_points(points: int, workers: int) -> int:
 
 
 def concat_columns(parts: list[dict[str, Any]]) -> dict[str, Any]:
-    """Join evaluator column dicts batch after batch."""
+    """Join evaluator column dicts batch after batch (design-space columns when ``parts`` is empty)."""
+    if not parts:
+        return {**{n: np.empty(0) for n in NUMERIC_COLUMNS}, **{n: [] for n in TEXT_COLUMNS}}
     out: dict[str, Any] = {}
-    for name in NUMERIC_COLUMNS:
-        out[name] = np.concatenate([p[name] for p in parts]) if parts else np.empty(0)
-    for name in TEXT_COLUMNS:
-        out[name] = [v for p in parts for v in p[name]]
+    for name, first in parts[0].items():
+        if isinstance(first, np.ndarray):
+            out[name] = np.concatenate([p[name] for p in parts])
+        else:
+            out[name] = [v for p in parts for v in p[name]]
     return out
 
 
-_WORKER_SPACE: SweepSpace | None = None
+def _is_cluster(space: AnySpace) -> bool:
+    return isinstance(space, cluster_space.ClusterSweepSpace)
 
 
-def _init_worker(space: SweepSpace) -> None:
+def evaluate_any(space: AnySpace, ids: np.ndarray) -> dict[str, Any]:
+    """Result columns of ``ids`` in a space of either kind (:func:`evaluate_points` for a design space,
+    :func:`~clustertwin.sweep.cluster_eval.evaluate_cluster_points` for a cluster space)."""
+    if _is_cluster(space):
+        return cluster_eval.evaluate_cluster_points(space, ids)
+    return evaluate_points(space, ids)
+
+
+def _ids_and_batches(space: AnySpace, batch_points: int | None, workers: int) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The space's point ids and its batches: cut between designs, or between (cluster, seed) scenarios."""
+    if _is_cluster(space):
+        ids = cluster_space.cluster_point_ids(space)
+        bp = batch_points or default_batch_points(len(ids), workers)
+        return ids, block_batches(ids, cluster_space.scenario_block(space), bp)
+    ids = point_ids(space)
+    return ids, design_batches(space, ids, batch_points or default_batch_points(len(ids), workers))
+
+
+def _preload(space: AnySpace) -> None:
+    if _is_cluster(space):
+        cluster_eval.preload_cluster(space)
+    else:
+        preload(space)
+
+
+_WORKER_SPACE: AnySpace | None = None
+
+
+def _init_worker(space: AnySpace) -> None:
     global _WORKER_SPACE
     _WORKER_SPACE = space
 
 
 def _pool_batch(ids: np.ndarray) -> dict[str, Any]:
     assert _WORKER_SPACE is not None, "worker not initialised"
-    return evaluate_points(_WORKER_SPACE, ids)
+    return evaluate_any(_WORKER_SPACE, ids)
 
 
 class _Parts:
@@ -106,29 +141,33 @@ class _Parts:
         else:
             self.sink(part)
 
-    def table(self, space: SweepSpace) -> pa.Table | None:
-        return None if self.sink is not None else to_table(concat_columns(self.kept), space.model_dump_json())
+    def table(self, space: AnySpace) -> pa.Table | None:
+        if self.sink is not None:
+            return None
+        if _is_cluster(space):
+            kept = self.kept or [cluster_eval.empty_columns(0)]
+            return to_table(concat_columns(kept), space.model_dump_json(), cluster_eval.CLUSTER_COLUMNS)
+        return to_table(concat_columns(self.kept), space.model_dump_json(), COLUMNS)
 
 
-def run_local(space: SweepSpace, *, processes: int | None = None, batch_points: int | None = None,
+def run_local(space: AnySpace, *, processes: int | None = None, batch_points: int | None = None,
               progress: Progress | None = None, sink: Sink | None = None) -> SweepRun:
     """Evaluate the space in ``processes`` worker processes (1: in this process; default: CPU count)."""
     procs = (os.cpu_count() or 1) if processes is None else processes
     if procs < 1:
         raise SpecError(f"processes must be >= 1 (got {procs})")
-    ids = point_ids(space)
-    work = design_batches(space, ids, batch_points or default_batch_points(len(ids), procs))
+    ids, work = _ids_and_batches(space, batch_points, procs)
     start = time.perf_counter()
     parts = _Parts(sink)
     done = 0
     if procs == 1:
         for b in work:
-            parts.add(evaluate_points(space, b))
+            parts.add(evaluate_any(space, b))
             done += len(b)
             if progress:
                 progress(done, len(ids))
     else:
-        preload(space)  # catalog and specs parsed once here; forked workers inherit them
+        _preload(space)  # catalog and specs parsed once here; forked workers inherit them
         with ProcessPoolExecutor(max_workers=procs, mp_context=mp.get_context(),
                                  initializer=_init_worker, initargs=(space,)) as pool:
             for b, part in zip(work, pool.map(_pool_batch, work), strict=True):
@@ -139,11 +178,11 @@ def run_local(space: SweepSpace, *, processes: int | None = None, batch_points: 
     return SweepRun(parts.table(space), "local", procs, len(work), time.perf_counter() - start, parts.rows)
 
 
-def _ray_batch(space: SweepSpace, ids: np.ndarray) -> dict[str, Any]:
-    return evaluate_points(space, ids)
+def _ray_batch(space: AnySpace, ids: np.ndarray) -> dict[str, Any]:
+    return evaluate_any(space, ids)
 
 
-def run_ray(space: SweepSpace, *, address: str | None = None, batch_points: int | None = None,
+def run_ray(space: AnySpace, *, address: str | None = None, batch_points: int | None = None,
             num_cpus: int | None = None, progress: Progress | None = None, sink: Sink | None = None) -> SweepRun:
     """Evaluate the space on Ray: connect to ``address`` or start a local Ray (``num_cpus`` CPUs), one task
     per batch of points; a Ray this call started is shut down at the end."""
@@ -157,8 +196,7 @@ def run_ray(space: SweepSpace, *, address: str | None = None, batch_points: int 
                  log_to_driver=False, configure_logging=False)
     try:
         workers = max(int(ray.cluster_resources().get("CPU", 1)), 1)
-        ids = point_ids(space)
-        work = design_batches(space, ids, batch_points or default_batch_points(len(ids), workers))
+        ids, work = _ids_and_batches(space, batch_points, workers)
         start = time.perf_counter()
         task = ray.remote(num_cpus=1)(_ray_batch)
         space_ref = ray.put(space)
@@ -182,7 +220,7 @@ def run_ray(space: SweepSpace, *, address: str | None = None, batch_points: int 
             ray.shutdown()
 
 
-def run(space: SweepSpace, executor: str = "local", *, processes: int | None = None, address: str | None = None,
+def run(space: AnySpace, executor: str = "local", *, processes: int | None = None, address: str | None = None,
         batch_points: int | None = None, progress: Progress | None = None, sink: Sink | None = None) -> SweepRun:
     """Run the sweep on the named executor (``local`` or ``ray``); with ``sink`` the rows stream to it."""
     if executor == "local":

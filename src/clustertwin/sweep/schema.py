@@ -76,17 +76,22 @@ TYPES: dict[str, pa.DataType] = {c[0]: c[1] for c in COLUMNS}
 SPACE_METADATA_KEY = b"clustertwin.space"
 
 
-def schema(space_json: str | None = None) -> pa.Schema:
-    """The Arrow schema of a results file (descriptions as field metadata)."""
-    fields = [pa.field(n, t, nullable=True, metadata={"description": d}) for n, t, d in COLUMNS]
+Columns = tuple[tuple[str, pa.DataType, str], ...]
+"""A results layout: (name, Arrow type, description) per column, in file order."""
+
+
+def schema(space_json: str | None = None, layout: Columns = COLUMNS) -> pa.Schema:
+    """The Arrow schema of a results file (descriptions as field metadata); ``layout``: its columns
+    (default the design space's; a cluster space's is
+    :data:`clustertwin.sweep.cluster_eval.CLUSTER_COLUMNS`)."""
+    fields = [pa.field(n, t, nullable=True, metadata={"description": d}) for n, t, d in layout]
     meta = {b"clustertwin.version": __version__.encode()}
     if space_json is not None:
         meta[SPACE_METADATA_KEY] = space_json.encode()
     return pa.schema(fields, metadata=meta)
 
 
-def _array(name: str, values: Any) -> pa.Array:
-    t = TYPES[name]
+def _array(t: pa.DataType, values: Any) -> pa.Array:
     if pa.types.is_floating(t):
         a = np.asarray(values, dtype=np.float64)
         return pa.array(a, type=t, mask=~np.isfinite(a))
@@ -100,13 +105,14 @@ def _array(name: str, values: Any) -> pa.Array:
     return pa.array(list(values), type=t)
 
 
-def to_table(columns: dict[str, Any], space_json: str | None = None) -> pa.Table:
+def to_table(columns: dict[str, Any], space_json: str | None = None, layout: Columns = COLUMNS) -> pa.Table:
     """An Arrow table from evaluator columns: numeric columns as float64 arrays (NaN becomes null, integer
-    and boolean columns are cast), text columns as sequences of ``str | None``."""
-    missing = [n for n in NAMES if n not in columns]
+    and boolean columns are cast), text columns as sequences of ``str | None``; ``layout`` as in
+    :func:`schema`."""
+    missing = [n for n, _, _ in layout if n not in columns]
     if missing:
         raise ValueError(f"result columns missing: {missing}")
-    return pa.Table.from_arrays([_array(n, columns[n]) for n in NAMES], schema=schema(space_json))
+    return pa.Table.from_arrays([_array(t, columns[n]) for n, t, _ in layout], schema=schema(space_json, layout))
 
 
 def write_parquet(table: pa.Table, path: str | Path) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
 import numpy as np
 from pydantic import Field, model_validator
@@ -23,6 +23,9 @@ from clustertwin.specs.base import NonNegInt, PositiveFloat, PositiveInt, Spec
 from clustertwin.specs.loading import build, read_document
 from clustertwin.specs.network import TopologyKind
 from clustertwin.specs.parallelism import Recompute, TrainPrecision
+
+if TYPE_CHECKING:
+    from clustertwin.sweep.cluster_space import ClusterSweepSpace
 
 AUTO = "auto"
 """Layout choice meaning: the best fitting layout of the layout search for that design."""
@@ -166,6 +169,9 @@ class SweepSpace(Spec):
         return self.grid_size if self.mode == "grid" else int(self.samples or 0)
 
 
+AnySpace = Union[SweepSpace, "ClusterSweepSpace"]
+"""A space of either kind."""
+
 _CATALOG_AXES = {"model": "model", "node": "node", "fabric": "fabric"}
 
 
@@ -177,11 +183,27 @@ def _check_catalog_ids(space: SweepSpace, file: str | None) -> None:
                 raise SpecError(f"unknown {kind} '{ref}'{did_you_mean(ref, known)}", file=file, path=(axis, i))
 
 
-def load_space(source: str | Path | dict[str, Any], max_points: int | None = None) -> SweepSpace:
+KINDS: tuple[str, ...] = ("design", "cluster")
+"""Space kinds: ``design`` (default: training designs, :class:`SweepSpace`) and ``cluster``
+(co-simulations of a workload mix, :class:`~clustertwin.sweep.cluster_space.ClusterSweepSpace`)."""
+
+
+def load_space(source: str | Path | dict[str, Any], max_points: int | None = None) -> AnySpace:
     """Load and check a space from a YAML/JSON file or a mapping; errors are one-line SpecErrors. A space
-    evaluating more than ``max_points`` points (None: no work cap) is refused with how to raise the cap."""
+    evaluating more than ``max_points`` points (None: no work cap) is refused with how to raise the cap.
+    ``kind: cluster`` gives a cluster space (:mod:`clustertwin.sweep.cluster_space`)."""
     file = None if isinstance(source, dict) else str(source)
     data = source if isinstance(source, dict) else read_document(source)
+    kind = data.get("kind", "design") if isinstance(data, dict) else "design"
+    if kind not in KINDS:
+        raise SpecError(f"unknown space kind {str(kind)[:40]!r}{did_you_mean(str(kind), KINDS)} "
+                        f"(choose from: {', '.join(KINDS)})", file=file, path=("kind",))
+    if kind == "cluster":
+        from clustertwin.sweep.cluster_space import load_cluster_space
+
+        return load_cluster_space(data, file, max_points)
+    if isinstance(data, dict) and "kind" in data:
+        data = {k: v for k, v in data.items() if k != "kind"}
     space = build(SweepSpace, data, file=file)
     _check_catalog_ids(space, file)
     if space.grid_size > MAX_POINTS:
@@ -217,11 +239,16 @@ def design_batches(space: SweepSpace, ids: np.ndarray, batch_points: int) -> lis
     """Consecutive slices of the sorted ``ids`` of at most ``batch_points``, cut between designs (a design's
     points, which differ only in layout and checkpoint, are contiguous ids): a design is evaluated by one
     task, so no worker rebuilds it. A design with more than ``batch_points`` points is split."""
+    return block_batches(ids, int(np.prod(space.shape[len(DESIGN_AXES):])), batch_points)
+
+
+def block_batches(ids: np.ndarray, block: int, batch_points: int) -> list[np.ndarray]:
+    """Consecutive slices of the sorted ``ids`` of at most ``batch_points``, cut between groups of ``block``
+    consecutive grid ids (a group larger than ``batch_points`` is split)."""
     if batch_points < 1:
         raise SpecError(f"batch size must be >= 1 (got {batch_points})")
     ids = np.asarray(ids, dtype=np.int64)
     n = len(ids)
-    block = int(np.prod(space.shape[len(DESIGN_AXES):]))
     design = ids // block
     starts = np.flatnonzero(np.r_[True, design[1:] != design[:-1]]) if n else np.empty(0, dtype=np.int64)
     cuts = np.r_[starts, n]
