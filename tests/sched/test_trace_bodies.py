@@ -63,7 +63,7 @@ def test_sizes_a_class_lists_get_its_body_and_the_trace_runtime(setup):
 
 
 def test_ideal_network_replays_the_trace_and_contention_stretches_random_placement(setup):
-    spec, cl, bodies, _swf_path, _ = setup
+    _spec, cl, bodies, _swf_path, _ = setup
     jobs = _jobs(setup)
     drawn = workload.assign_trace(MIX, jobs, bodies.iso_runtime_s, seed=0)
     ideal = cosim.simulate_mix(cl, drawn, bodies, placement="first-fit", fabric=None, seed=0)
