@@ -257,6 +257,10 @@ class Placer:
             chosen = self._leaf_pick(state, cand, np.ones(len(cand), dtype=np.int64), score, k, count=True)
         else:
             chosen = cand[np.argsort(score, kind="stable")[:k]]
+        if req.kind == "whole":  # whole GPUs node by node: held as groups (taken and released per node)
+            nodes = chosen.tolist()
+            groups = tuple([(n, tuple(_free_slots(state, n, req.g))) for n in nodes])
+            return Allocation(None, tuple(nodes), len(nodes) * req.g * MILLI_PER_GPU, groups=groups)
         parts = [self._unit(state, req, n) for n in chosen.tolist()]
         return Allocation(tuple(e for p in parts for e in p.entries), tuple(dict.fromkeys(
             n for p in parts for n in p.node_list)), sum(p.total_milli for p in parts))

@@ -107,6 +107,20 @@ class Projection:
                 v = row[s]
                 after += (v + sign * m == MILLI_PER_GPU) - (v == MILLI_PER_GPU)
             return (after >= g) - (before >= g)
+        groups = alloc.groups
+        if groups is not None:  # whole GPUs, one group per distinct node
+            d = sign * MILLI_PER_GPU
+            delta = 0
+            for n, slots in groups:
+                row = rows.get(n)
+                if row is None:
+                    row = self.row(n)
+                before = after = row.count(MILLI_PER_GPU)
+                for s in slots:
+                    v = row[s]
+                    after += (v + d == MILLI_PER_GPU) - (v == MILLI_PER_GPU)
+                delta += (after >= g) - (before >= g)
+            return delta
         counts: dict[int, list[int]] = {}
         for n, s, m in alloc.entries:
             c = counts.get(n)

@@ -9,6 +9,7 @@ leaf -> spine -> global link -> spine -> leaf, Shpiner et al. 2017); torus hops 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -74,21 +75,24 @@ class FatTree(Topology):
         idx = self.distinct_nodes(nodes)
         n = int(idx.size)
         addr = self.node_address(idx)
-        leaf_ids, leaf_counts = np.unique(addr["leaf"], return_counts=True)
-        pod_ids, pod_counts = np.unique(addr["pod"], return_counts=True)
-        leaves, pods = int(leaf_ids.size), int(pod_ids.size)
+        # nodes per touched leaf / pod, counted in Python: a scheduler asks this of every allocation it makes,
+        # mostly a few to a few dozen nodes, where np.unique's sort costs more than the count
+        leaf_counts = list(Counter(addr["leaf"].tolist()).values())
+        pod_counts = list(Counter(addr["pod"].tolist()).values())
+        leaves, pods = len(leaf_counts), len(pod_counts)
         a2a = 1.0
+        o = self.oversubscription
         if leaves > 1:
-            e = leaf_counts.astype(float)
-            o_leaf = np.maximum(1.0, self.oversubscription * e / self.nodes_per_leaf)
-            cross = (n - e) / (n - 1)
-            a2a = float(min(1.0, (1.0 / (o_leaf * cross)).min()))
-        ring = 1.0 if leaves <= 1 else 1.0 / self.oversubscription
+            npl = self.nodes_per_leaf
+            worst = min(1.0 / (max(1.0, o * e / npl) * ((n - e) / (n - 1))) for e in leaf_counts)
+            a2a = min(1.0, worst)
+        ring = 1.0 if leaves <= 1 else 1.0 / o
         ring, a2a = self.between_pods(n, pod_counts, ring, a2a)
         return GroupSpan(n, leaves, pods, self.span_hops(n, leaves, pods), min(1.0, ring), min(1.0, a2a))
 
-    def between_pods(self, n: int, pod_counts: np.ndarray, ring: float, a2a: float) -> tuple[float, float]:
-        """Ring and all-to-all fractions after the links between pods (none beyond the leaf rule here)."""
+    def between_pods(self, n: int, pod_counts: list[int], ring: float, a2a: float) -> tuple[float, float]:
+        """Ring and all-to-all fractions after the links between pods (none beyond the leaf rule here);
+        ``pod_counts``: the group's nodes on each pod it touches."""
         return ring, a2a
 
     def pair_hops(self, same_node: np.ndarray, au: dict[str, np.ndarray], av: dict[str, np.ndarray]) -> np.ndarray:
@@ -155,11 +159,11 @@ class DragonflyPlus(FatTree):
         leaf = group * lpg + (idx % npg) // self.nodes_per_leaf
         return {"leaf": leaf, "pod": group.copy(), "group": group}
 
-    def between_pods(self, n: int, pod_counts: np.ndarray, ring: float, a2a: float) -> tuple[float, float]:
-        if pod_counts.size < 2:
+    def between_pods(self, n: int, pod_counts: list[int], ring: float, a2a: float) -> tuple[float, float]:
+        if len(pod_counts) < 2:
             return ring, a2a
         m = float(self.layout["global_links_per_pair"])
-        e_b, e_a = np.sort(pod_counts)[-2:].astype(float)
+        e_b, e_a = (float(e) for e in sorted(pod_counts)[-2:])
         return min(ring, m / self.nics_per_node), min(a2a, m * (n - 1) / (e_a * e_b * self.nics_per_node))
 
     def uplink_tiers(self) -> list[tuple[str, str, float]]:
