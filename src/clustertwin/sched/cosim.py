@@ -88,6 +88,9 @@ class CoSimulator(Simulator):
         self.t_start = [0.0] * n
         self.net: dict[int, tuple[np.ndarray, np.ndarray, float]] = {}
         """Running jobs with traffic on shared bundles: (bundles, flows, x_alone)."""
+        self._demand: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray, float]] = {}
+        """(bundles, flows, x_alone) by sorted node set (a ring over the set in node order: its order
+        does not matter)."""
         self.flows = np.zeros(fabric.bundles if fabric is not None else 0, dtype=np.int64)
         """Flows on each bundle (all running jobs)."""
         self.dirty = False
@@ -143,9 +146,14 @@ class CoSimulator(Simulator):
         super()._start(j, alloc, t)
         self.timeout_list[j] = self.runtime_list[j] > self.limit_list[j] * (1.0 + _REL)
         if self.fabric is not None and prof.comm_share > 0:
-            b, f = self.fabric.demand(np.asarray(alloc.node_list))
+            key = tuple(sorted(alloc.node_list))
+            net = self._demand.get(key)
+            if net is None:
+                b, f = self.fabric.demand(np.asarray(alloc.node_list))
+                net = self._demand[key] = (b, f, alone_rate(b, f, self.fabric))
+            b, f, _ = net
             if len(b):
-                self.net[j] = (b, f, alone_rate(b, f, self.fabric))
+                self.net[j] = net
                 self.flows[b] += f
                 self.dirty = True
 
