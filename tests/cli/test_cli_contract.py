@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import typer
+from tests.cli import test_layout_options as layout_contract
 from tests.conftest import run_cli
 
 from clustertwin.cli import layout_options
@@ -19,28 +20,22 @@ from clustertwin.cli.main import command
 
 RUN_OPTIONS = ("--global-batch", "--seq-len", "--precision", "--stack")
 CHECKED = (*LAYOUT_OPTIONS.values(), *RUN_OPTIONS)
-#: the commands that take one training layout
-LAYOUT_COMMANDS = ("train estimate", "train search", "explain", "deploy slurm", "deploy k8s", "report",
-                   "export chakra")
+#: the commands that take one training layout (tests/cli/test_layout_options.py lists them, with the reasons
+#: for the options one of them does not take)
+LAYOUT_COMMANDS = tuple(" ".join(path) for path in layout_contract.LAYOUT_COMMANDS)
 #: command -> checked options it does not declare, and why
-EXCEPTIONS: dict[str, tuple[tuple[str, ...], str]] = {
-    "deploy slurm": (("--seq-len", "--stack"), "the script trains at the model spec's sequence length, and "
-                     "--script (the launcher) is the software stack"),
-    "deploy k8s": (("--seq-len", "--stack"), "as deploy slurm: the manifests run --script at the model's "
-                   "sequence length"),
-    "report": (("--stack",), "the report describes the model on the stack the cluster resolves to (auto)"),
-}
+EXCEPTIONS: dict[str, tuple[tuple[str, ...], str]] = {}
+for (_path, _option), _why in layout_contract.EXEMPT.items():
+    if _option in CHECKED:
+        _cmd = " ".join(_path)
+        EXCEPTIONS[_cmd] = ((*EXCEPTIONS.get(_cmd, ((), ""))[0], _option), _why)
 #: commands outside LAYOUT_COMMANDS that declare some checked options (same definition), and why no layout
 PARTIAL: dict[str, str] = {
-    "train scale": "searches the layout at every GPU count it tries",
     "diagnose": "reads a failed job's logs; --global-batch and --seq-len only size its OOM advice",
-    "profile": "reads the layout from the trace (world size); --compare's prediction takes the group sizes "
-               "and the batch a trace does not say",
-    "calibrate": "--profile fits the twin to a traced run: the layout as profile --compare reads it",
+    "calibrate": "--profile fits the twin to a traced run: the traced job's group sizes and batch only",
 }
 #: PARTIAL commands that declare layout options too (not only the run options around a layout)
 PARTIAL_LAYOUT: dict[str, tuple[str, ...]] = {
-    "profile": ("--tp", "--pp", "--dp", "--cp", "--ep", "--micro-batch"),
     "calibrate": ("--tp", "--pp", "--dp", "--cp", "--ep", "--micro-batch"),
 }
 #: command -> checked options it declares on purpose without the shared default/required, and why
@@ -125,7 +120,9 @@ def test_an_option_has_one_definition(option: str) -> None:
 
 
 def test_global_batch_is_required_wherever_a_step_is_modelled() -> None:
-    for path in (*LAYOUT_COMMANDS, "train scale"):
+    for path in LAYOUT_COMMANDS:
+        if "--global-batch" in OPTIONAL.get(path, ()):
+            continue
         assert _options(path)["--global-batch"].required, path
     r = run_cli("explain", "--gpus", "8")
     assert r.code == 2 and "--global-batch" in r.stderr, r.stderr

@@ -1,43 +1,121 @@
-"""CLI contract for layouts (cli/layout_options.py): every command that takes one layout accepts each layout
-option with the same name, type and default, the help comes from the spec field, and a layout estimated with
-``train estimate`` can be passed to ``explain`` as written (it once reported 245 GiB and "inf s (inf%)")."""
+"""CLI contract for layouts (cli/layout_options.py): every command that takes one training layout accepts each
+layout option, and the run options around it (--seq-len, --precision, --stack, --strict-layout,
+--global-batch), with the same name, type and default; the help comes from the spec field; each option has an
+effect on every command that takes it; and a layout estimated with ``train estimate`` can be passed to
+``explain`` as written (it once reported 245 GiB and "inf s (inf%)")."""
 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
+from tests.conftest import FIXTURES
 
 from clustertwin.cli.layout_options import LAYOUT_OPTIONS, field_help, layout_fields
-from clustertwin.cli.main import _load
+from clustertwin.cli.main import COMMANDS, _load
 from clustertwin.specs import ParallelismSpec
 
-LAYOUT_COMMANDS = (("train", "estimate"), ("explain",), ("train", "search"))
-"""Commands that take a layout; search pins what is given and searches the rest (its help says so)."""
+LAYOUT_COMMANDS: dict[tuple[str, ...], str] = {
+    ("train", "estimate"): "given", ("explain",): "given", ("deploy", "slurm"): "given",
+    ("deploy", "k8s"): "given", ("report",): "given", ("profile",): "given", ("export", "chakra"): "given",
+    ("train", "search"): "searched", ("train", "scale"): "searched",
+}
+"""Commands that take a training layout: "given" resolves it (the fields not given filled as train estimate
+fills them), "searched" pins what is given and searches the rest (its help says so)."""
+RUN_OPTIONS = ("--seq-len", "--precision", "--stack", "--strict-layout", "--global-batch")
+"""The options around the layout, alike wherever they appear."""
+EXEMPT: dict[tuple[tuple[str, ...], str], str] = {
+    (("train", "search"), "--strict-layout"): "it searches every field not given; that is the command",
+    (("train", "scale"), "--strict-layout"): "it searches every field not given at each GPU count",
+    (("train", "scale"), "--stack"): "train.scale has no software-stack input (its search runs the default stack)",
+    (("deploy", "slurm"), "--strict-layout"): "the job runs the layout as given (literal, as --strict-layout); "
+                                             "--from-search pins the given fields and searches the rest",
+    (("deploy", "k8s"), "--strict-layout"): "as deploy slurm",
+    (("profile",), "--strict-layout"): "a traced job ran the layout it ran: fields not given keep their literal "
+                                       "defaults, never a search (as calibrate --profile)",
+    (("export", "chakra"), "--strict-layout"): "the trace is of the layout as given (literal, as --strict-layout)",
+}
+"""(command, option) not taken, with the reason."""
+OPTIONAL_DEFAULT = {(("profile",), "--global-batch"): "profile reads traces without a model; only --compare "
+                                                     "(against the twin) needs the batch"}
+"""(command, option) optional where the others require it, with the reason."""
+OTHER_LAYOUTS = {
+    "infer": "a serving layout (--tp/--pp of InferSpec), not a training one",
+    "calibrate": "calibrate --profile takes the traced job's sizes (tp pp dp cp ep micro-batch) only, as "
+                 "profile --compare did; to be given the full set",
+    "diagnose": "reads logs; --global-batch (optional) only sizes the out-of-memory advice",
+    "sweep": "takes its layouts as a YAML space (sweep.yaml), not as options",
+}
+"""Command groups with layout-like options outside the contract, with the reason."""
 
 
-def _params(path: tuple[str, ...]) -> dict[str, object]:
+def _command(path: tuple[str, ...]):
     cmd = _load(path[0])
     for sub in path[1:]:
         cmd = cmd.commands[sub]
-    return {opt: p for p in cmd.params for opt in p.opts}
+    return cmd
+
+
+def _params(path: tuple[str, ...]) -> dict[str, object]:
+    return {opt: p for p in _command(path).params for opt in p.opts}
+
+
+def _kind(p: object) -> object:
+    return getattr(getattr(p, "type_descriptor", None), "annotation", None) or getattr(p, "type", None)
 
 
 @pytest.mark.parametrize("field", sorted(LAYOUT_OPTIONS))
 def test_every_layout_command_takes_the_option_alike(field: str) -> None:
     assert field in ParallelismSpec.model_fields
     option = LAYOUT_OPTIONS[field]
-    seen = []
-    for path in LAYOUT_COMMANDS:
+    seen = {}
+    for path, variant in LAYOUT_COMMANDS.items():
         params = _params(path)
         assert option in params, f"{' '.join(path)} has no {option}"
         p = params[option]
-        kind = getattr(getattr(p, "type_descriptor", None), "annotation", None) or getattr(p, "type", None)
-        seen.append((kind, p.default, p.help))
-    assert all(s[:2] == seen[0][:2] for s in seen), (option, seen)  # same type and default everywhere
-    assert seen[0][1] is None  # not given = filled by resolve_parallelism (estimate, explain) or searched
-    assert seen[0][2] == seen[1][2] == field_help(field)
-    assert seen[2][2].endswith("(pinned when given, else searched)")
+        seen[path] = (_kind(p), p.default, p.help)
+        if variant == "given":
+            assert p.help == field_help(field), (path, option)
+        else:
+            assert p.help.endswith("(pinned when given, else searched)"), (path, option)
+    first = next(iter(seen.values()))
+    assert all(s[:2] == first[:2] for s in seen.values()), (option, seen)  # same type and default everywhere
+    assert first[1] is None  # not given = filled by resolve_parallelism (estimate, explain) or searched
+
+
+@pytest.mark.parametrize("option", RUN_OPTIONS)
+def test_every_layout_command_takes_the_run_option_alike(option: str) -> None:
+    seen = {}
+    for path in LAYOUT_COMMANDS:
+        params = _params(path)
+        if (path, option) in EXEMPT:
+            assert option not in params, f"{' '.join(path)} takes {option}: drop it from EXEMPT"
+            continue
+        assert option in params, f"{' '.join(path)} has no {option}"
+        p = params[option]
+        if (path, option) in OPTIONAL_DEFAULT:
+            assert not p.required and p.default is None
+            continue
+        seen[path] = (_kind(p), p.default, p.required, p.help, tuple(p.opts))
+    assert len({s for s in seen.values()}) == 1, (option, seen)  # one type, default, help and short name
+
+
+def test_every_command_with_a_layout_option_is_in_the_contract() -> None:
+    """A new command that takes --tp (or --global-batch) joins LAYOUT_COMMANDS or says why not."""
+    marks = {"--tp", "--global-batch"}
+    covered = set(LAYOUT_COMMANDS)
+
+    def leaves(cmd, path):
+        subs = getattr(cmd, "commands", None)
+        return [leaf for n, c in subs.items() for leaf in leaves(c, (*path, n))] if subs else [(path, cmd)]
+
+    for name in COMMANDS:
+        for path, cmd in leaves(_load(name), (name,)):
+            opts = {o for p in cmd.params for o in p.opts}
+            if opts & marks and path not in covered:
+                assert path[0] in OTHER_LAYOUTS, f"{' '.join(path)} takes a layout option but is not in the contract"
+    assert all(reason for reason in (*EXEMPT.values(), *OTHER_LAYOUTS.values(), *OPTIONAL_DEFAULT.values()))
 
 
 def test_layout_fields_maps_options_to_spec_fields() -> None:
@@ -98,3 +176,83 @@ def test_search_refuses_what_it_cannot_pin(cli) -> None:
     assert r.code == 2 and r.stderr.startswith("error: --pipeline-layout")
     r = cli("train", "search", "--gpus", "8", "-b", "64", "--moe-overlap", "dualpip")
     assert r.code == 2 and "did you mean 'dualpipe'" in r.stderr
+
+
+# ------------------------------------------------------------------ each option has its effect where it is taken
+def _deploy(cli, *extra: str) -> tuple[str, float]:
+    r = cli("deploy", "slurm", "-m", "llama3-8b", "-b", "64", "--gpus", "16", "--tp", "2", "--flags", "megatron",
+            *extra)
+    assert r.code == 0, r.stderr
+    step = re.search(r"step time ([0-9.]+) s", r.stdout)
+    assert step, r.stdout[:400]
+    return r.stdout, float(step.group(1))
+
+
+def test_deploy_takes_seq_len_and_stack(cli) -> None:
+    """--seq-len reaches the emitted Megatron flags and the predicted step; --stack the layout's defaults and
+    the prediction (the 2021 stack has no distributed optimizer, so ZeRO-1 falls back to 0)."""
+    short, t_short = _deploy(cli, "--seq-len", "4096")
+    long, t_long = _deploy(cli, "--seq-len", "8192")
+    assert "--seq-length 4096" in short and "--seq-length 8192" in long
+    assert t_long > 1.5 * t_short
+    old, t_old = _deploy(cli, "--stack", "megatron-2021")
+    assert t_old != pytest.approx(t_long, rel=0.01)
+    assert "zero=0" in old and "zero=1" in long
+    bad = cli("deploy", "slurm", "-m", "llama3-8b", "-b", "64", "--stack", "megatron-cor")
+    assert bad.code == 2 and bad.stderr.startswith("error: --stack") and "megatron-core-2024" in bad.stderr
+
+
+def test_report_estimates_the_layout_as_train_estimate_does(cli, tmp_path) -> None:
+    """report's breakdown is train estimate's estimate of the same options: the stack applies and the fields
+    not given are chosen by search (and said so)."""
+    common = ["-c", "ascend-910b-64", "-m", "llama3-8b", "-b", "64", "--tp", "2", "--stack", "megatron-2021"]
+    out = tmp_path / "r.html"
+    r = cli("report", *common, "--no-infer", "--trials", "1", "-o", str(out))
+    assert r.code == 0, r.stderr
+    assert "chosen by search" in r.stdout
+    shown = float(re.search(r"step time, s</td><td>([0-9.]+)", out.read_text(encoding="utf-8")).group(1))
+    est = json.loads(cli("train", "estimate", *common, "--json").stdout)
+    auto = json.loads(cli("train", "estimate", *common[:-2], "--json").stdout)
+    assert shown == pytest.approx(est["step_time_s"], rel=0.01)
+    assert shown != pytest.approx(auto["step_time_s"], rel=0.05)
+
+
+def test_profile_compare_predicts_with_the_layout_options(cli) -> None:
+    """The predicted step of profile --compare is train estimate --strict-layout's of the same options (the
+    traced job ran the layout it ran) and follows --stack, --precision and the layout fields."""
+    trace = str(FIXTURES / "profile" / "gloo_tp2dp2" / "plain")
+    layout = ["-m", "llama3-8b", "-b", "8", "--tp", "2"]
+
+    def predicted(*extra: str) -> float:
+        r = cli("profile", trace, "--compare", *layout, "--json", *extra)
+        assert r.code == 0, r.stderr
+        return next(row["predicted_s"] for row in json.loads(r.stdout)["rows"] if row["term"] == "step")
+
+    plain = predicted()
+    est = json.loads(cli("train", "estimate", *layout, "--gpus", "4", "--strict-layout", "--dataset", "none",
+                         "--json").stdout)
+    assert plain == pytest.approx(est["step_time_s"], rel=1e-9)
+    assert predicted("--stack", "megatron-2021") > 1.5 * plain
+    assert predicted("--precision", "fp8") < plain
+    assert predicted("--recompute", "full") > plain
+
+
+def test_scale_pins_the_layout_options(cli) -> None:
+    r = cli("train", "scale", "-c", "ascend-910b-64", "-m", "llama3-8b", "-b", "64", "--tp", "4", "--json")
+    assert r.code == 0, r.stderr
+    points = [p for p in json.loads(r.stdout)["points"] if p["layout"]]
+    assert len(points) >= 3 and all(p["layout"]["tp"] == 4 for p in points)
+    bad = cli("train", "scale", "-b", "64", "--pipeline-layout", "Et|tL")
+    assert bad.code == 2 and "not scale" in bad.stderr
+
+
+def test_old_layout_spelling_warns_where_it_was_taken(cli) -> None:
+    """--sp/--no-sp, once deploy's and train's spelling, still works there and says to use --sequence-parallel."""
+    from clustertwin.cli.aliases import ALIASES
+
+    old = [path for path in LAYOUT_COMMANDS if "--sp/--no-sp" in ALIASES.get(" ".join(path), {})]
+    assert {("train", "estimate"), ("deploy", "slurm"), ("deploy", "k8s")} <= set(old)
+    r = cli("deploy", "slurm", "-m", "llama3-8b", "-b", "64", "--gpus", "16", "--tp", "2", "--no-sp")
+    assert r.code == 0, r.stderr
+    assert "sequence_parallel=false" in r.stdout
+    assert "warning: --no-sp is deprecated; use --no-sequence-parallel" in r.stderr

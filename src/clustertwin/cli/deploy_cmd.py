@@ -16,7 +16,6 @@ from clustertwin.cli.common import (
     ClusterOpt,
     JsonOpt,
     load_cluster,
-    load_model,
     print_json,
     require_gpus,
     spec_option,
@@ -40,13 +39,17 @@ from clustertwin.cli.layout_options import (
     RecomputeModulesOpt,
     RecomputeNumLayersOpt,
     RecomputeOpt,
+    SeqOpt,
     SpOpt,
+    StackOpt,
     TpOpt,
     VppOpt,
     ZeroOpt,
     layout_from_params,
+    resolve_layout,
 )
 from clustertwin.cli.option_errors import option_names
+from clustertwin.cli.train_run import seq_model
 from clustertwin.deploy.job import DeploySpec, JobPlan, layout_from_search, plan_job, predict
 from clustertwin.deploy.k8s import KINDS, NO_PVC_WARNING, render_manifests
 from clustertwin.deploy.layout_flags import framework_layout
@@ -86,37 +89,32 @@ KindOpt = typer.Option("both", "--kind", help=f"Manifests: {', '.join(KINDS)} (t
 
 
 def _layout(cluster: ClusterSpec, model: ModelSpec, given: dict[str, Any], *, gpus: int | None,
-            global_batch: int, precision: str, from_search: bool, flags: str) -> tuple[ParallelismSpec, str]:
+            global_batch: int, precision: str, stack: str, from_search: bool,
+            flags: str) -> tuple[ParallelismSpec, str]:
+    """The layout the job runs: the options as ``train estimate --strict-layout`` resolves them (dp from the
+    GPUs, sequence parallelism and ZeRO from the stack), or with ``--from-search`` the given fields pinned
+    and the rest searched."""
     require_gpus(gpus)
     fixed = layout_from_params(given)
-    dp = fixed.pop("dp", None)
     if from_search:
-        if dp is not None:
-            fixed["dp"] = dp
         return layout_from_search(model, cluster, global_batch=global_batch, gpus=gpus, precision=precision,
-                                  fixed=fixed, flags=flags)
-    n = gpus or cluster.total_gpus
-    if dp is None:
-        group = fixed.get("tp", 1) * fixed.get("pp", 1) * fixed.get("cp", 1)
-        if n % group:
-            raise SpecError(f"{n} GPUs are not a multiple of tp x pp x cp = {group}; give --dp or --gpus")
-        dp = n // group
-    data = {**fixed, "dp": dp, "global_batch": global_batch, "precision": precision}
-    if "sequence_parallel" not in fixed:
-        data["sequence_parallel"] = fixed.get("tp", 1) > 1
-    return build(ParallelismSpec, data), "given layout"
+                                  fixed=fixed, flags=flags, software_stack=stack)
+    return resolve_layout(fixed, cluster, model, gpus=gpus or cluster.total_gpus, global_batch=global_batch,
+                          precision=precision, stack=stack), "given layout"
 
 
-def _plan(cluster_ref: str, model_ref: str, layout: dict[str, Any], gpus: int | None,
-          global_batch: int, precision: str, from_search: bool, no_predict: bool, tokens: float | None,
-          script_args: list[str] | None, opts: dict[str, Any]) -> tuple[JobPlan, list[str]]:
-    """The job plan and the warnings to print once the job has rendered (so an exit-2 run prints one line)."""
+def _plan(cluster_ref: str, model_ref: str, layout: dict[str, Any], run: dict[str, Any], from_search: bool,
+          no_predict: bool, tokens: float | None, script_args: list[str] | None,
+          opts: dict[str, Any]) -> tuple[JobPlan, list[str]]:
+    """The job plan and the warnings to print once the job has rendered (so an exit-2 run prints one line);
+    ``run``: gpus, global_batch, seq_len, precision and stack of the command."""
     cluster = load_cluster(cluster_ref)
-    model = load_model(model_ref)
+    model = seq_model(model_ref, run["seq_len"])
     options = build(DeploySpec, {**{k: v for k, v in opts.items() if v is not None},
                                  "script_args": tuple(script_args or ()), "tokens": tokens})
-    asked, source = _layout(cluster, model, layout, gpus=gpus, global_batch=global_batch,
-                            precision=precision, from_search=from_search, flags=options.flags)
+    asked, source = _layout(cluster, model, layout, gpus=run["gpus"], global_batch=run["global_batch"],
+                            precision=run["precision"], stack=run["stack"], from_search=from_search,
+                            flags=options.flags)
     if asked.pipeline_layout:  # counted from its grammar before anything is expanded; the error names the option
         parse_pipeline_layout(asked.pipeline_layout, asked.pp, asked.vpp, model.layers, path=("--pipeline-layout",))
     # predict the layout the framework runs (a ZeRO stage it lacks is mapped, or refused with --strict)
@@ -132,8 +130,12 @@ def _plan(cluster_ref: str, model_ref: str, layout: dict[str, Any], gpus: int | 
     return plan, warnings + list(plan.warnings)
 
 
+RUN_PARAMS = ("gpus", "global_batch", "seq_len", "precision", "stack")
+"""The command parameters around the layout that :func:`_plan` takes as ``run``."""
+
+
 DEPLOY_FIELDS = {"output": "log", "trainjob_runtime": "runtime", "cpu_procs_per_host": "cpu_procs",
-                 "image": "container_image", "sequence_parallel": "sp"}
+                 "image": "container_image", "sequence_parallel": "sp", "software_stack": "stack"}
 """DeploySpec (and layout) fields whose command parameter has another name (the Slurm log pattern is ``--log``;
 the Kubernetes image is ``--container-image`` as the Slurm one)."""
 
@@ -177,7 +179,7 @@ def slurm_command(
     first_stage_layers: int = FirstStageOpt, last_stage_layers: int = LastStageOpt,
     embedding_in_split: bool = EmbeddingSplitOpt, loss_in_split: bool = LossSplitOpt,
     pipeline_layout: str = PipelineLayoutOpt,
-    precision: str = PrecOpt, gpus: int | None = GpusOpt,
+    precision: str = PrecOpt, gpus: int | None = GpusOpt, seq_len: int | None = SeqOpt, stack: str = StackOpt,
     from_search: bool = SearchOpt,
     script: str = ScriptOpt, job_name: str = NameOpt, flags: str = FlagsOpt,
     device: str = DeviceOpt, cpu_procs: int = CpuProcsOpt, gpus_per_host: int | None = GphOpt,
@@ -202,6 +204,7 @@ def slurm_command(
     """An sbatch script: srun + torchrun across the nodes, NCCL for the fabric, requeue and
     checkpoint-on-preempt, and the predicted step time, memory and time-to-train in its header."""
     layout = {k: v for k, v in locals().items() if k in LAYOUT_PARAMS}
+    run = {k: v for k, v in locals().items() if k in RUN_PARAMS}
     opts = dict(script=script, job_name=job_name, flags=flags, device=device, cpu_procs_per_host=cpu_procs,
                 gpus_per_host=gpus_per_host, checkpoint_dir=checkpoint_dir, ib_hca=ib_hca,
                 socket_ifname=socket_ifname, gid_index=gid_index, traffic_class=traffic_class,
@@ -209,8 +212,7 @@ def slurm_command(
                 preempt_lead_s=preempt_lead_s, preempt_grace_s=preempt_grace_s, container_image=container_image,
                 container_mounts=container_mounts, switch_wait=switch_wait, cpu_bind=cpu_bind, strict=strict)
     with option_names(slurm_command, DEPLOY_FIELDS):
-        plan, warnings = _plan(cluster, model, layout, gpus, global_batch, precision, from_search, no_predict,
-                               tokens, script_args, opts)
+        plan, warnings = _plan(cluster, model, layout, run, from_search, no_predict, tokens, script_args, opts)
         text = render_sbatch(plan)
     _warn(warnings)
     _emit(text, plan, "slurm", output, json_out, executable=True)
@@ -229,7 +231,7 @@ def k8s_command(
     first_stage_layers: int = FirstStageOpt, last_stage_layers: int = LastStageOpt,
     embedding_in_split: bool = EmbeddingSplitOpt, loss_in_split: bool = LossSplitOpt,
     pipeline_layout: str = PipelineLayoutOpt,
-    precision: str = PrecOpt, gpus: int | None = GpusOpt,
+    precision: str = PrecOpt, gpus: int | None = GpusOpt, seq_len: int | None = SeqOpt, stack: str = StackOpt,
     from_search: bool = SearchOpt,
     script: str = ScriptOpt, job_name: str = NameOpt, flags: str = FlagsOpt,
     device: str = DeviceOpt, cpu_procs: int = CpuProcsOpt, gpus_per_host: int | None = GphOpt,
@@ -255,6 +257,7 @@ def k8s_command(
     if kind not in KINDS:
         raise SpecError(f"--kind must be one of {', '.join(KINDS)} (got {kind!r})")
     layout = {k: v for k, v in locals().items() if k in LAYOUT_PARAMS}
+    run = {k: v for k, v in locals().items() if k in RUN_PARAMS}
     opts = dict(script=script, job_name=job_name, flags=flags, device=device, cpu_procs_per_host=cpu_procs,
                 gpus_per_host=gpus_per_host, checkpoint_dir=checkpoint_dir, ib_hca=ib_hca,
                 socket_ifname=socket_ifname, gid_index=gid_index, traffic_class=traffic_class, image=container_image,
@@ -263,8 +266,7 @@ def k8s_command(
                 cluster_queue=cluster_queue, cpu_bind=cpu_bind, strict=strict,
                 preempt_lead_s=max(DeploySpec().preempt_lead_s, preempt_grace_s + 1))
     with option_names(k8s_command, DEPLOY_FIELDS):
-        plan, warnings = _plan(cluster, model, layout, gpus, global_batch, precision, from_search, no_predict,
-                               tokens, script_args, opts)
+        plan, warnings = _plan(cluster, model, layout, run, from_search, no_predict, tokens, script_args, opts)
         if cluster_queue is not None and queue is None:
             raise SpecError("--cluster-queue needs --queue (the LocalQueue's name)")
         text = render_manifests(plan, KINDS[kind])

@@ -1,9 +1,11 @@
 """The layout options, defined once: every command that takes one training layout (``train estimate``,
-``explain``; ``train search`` pins the ones given and searches the rest) declares these same options, with the name, type, default (None: not given) and help text taken
-from :class:`~clustertwin.specs.ParallelismSpec` (its field docstrings and choices), and turns them into a
-layout with :func:`layout_fields` and :func:`clustertwin.train.resolve.resolve_parallelism`, which fills what
-is not given with the spec's defaults (tp, pp, cp, ep, vpp, micro-batch 1; dp = GPUs / (tp pp cp); ZeRO and
-sequence parallelism from the software stack). ``tests/cli/test_layout_options.py`` holds the contract.
+``explain``, ``deploy slurm|k8s``, ``report``, ``profile``, ``export chakra``; ``train search`` and ``train
+scale`` pin the ones given and search the rest) declares these same options, with the name, type, default
+(None: not given) and help text taken from :class:`~clustertwin.specs.ParallelismSpec` (its field docstrings
+and choices), and turns them into a layout with :func:`layout_fields` and
+:func:`clustertwin.train.resolve.resolve_parallelism`, which fills what is not given with the spec's defaults
+(tp, pp, cp, ep, vpp, micro-batch 1; dp = GPUs / (tp pp cp); ZeRO and sequence parallelism from the software
+stack). ``tests/cli/test_layout_options.py`` holds the contract.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from clustertwin.specs import ParallelismSpec
 SeqOpt = typer.Option(None, "--seq-len", "-s", help="Sequence length (default: the model's).")
 GlobalBatchOpt = typer.Option(..., "--global-batch", "-b", help="Sequences per optimizer step.")
 """``--global-batch``: required by every command that models a training step (train estimate/search/scale,
-explain, report, deploy); ``diagnose`` alone takes it optionally (OOM advice)."""
+explain, report, deploy, export chakra); ``diagnose`` (OOM advice), ``profile`` and ``calibrate`` (only
+against the twin) take it optionally."""
 PrecOpt = typer.Option(ParallelismSpec.model_fields["precision"].default, "--precision", "-p",
                        help=spec_help(ParallelismSpec, "precision"))
 StackOpt = typer.Option(ParallelismSpec.model_fields["software_stack"].default, "--stack",
@@ -29,8 +32,9 @@ StrictLayoutOpt = typer.Option(False, "--strict-layout",
                                help="Take the layout literally: fields not given keep their defaults (tp = pp = "
                                     "cp = ep = 1, micro-batch 1, no recompute, dp = the rest) instead of being "
                                     "chosen by search.")
-"""``--strict-layout`` (train estimate, explain): without it, layout fields not given are searched
-(:mod:`clustertwin.train.complete`) and the chosen ones printed."""
+"""``--strict-layout`` (train estimate, explain, report): without it, layout fields not given are searched
+(:mod:`clustertwin.train.complete`, :func:`completed_layout`) and the chosen ones printed. Commands that run
+or read one layout as given (deploy, profile, export chakra) resolve it as ``--strict-layout`` does."""
 PlacementOpt = typer.Option("contiguous", "--placement",
                             help="Job nodes: contiguous, scattered, random, or node indices like 0-63,128-191.")
 
@@ -161,3 +165,17 @@ def resolve_layout(fields: dict[str, Any], cluster: Any, model: Any, *, gpus: in
     if par.pipeline_layout:
         parse_pipeline_layout(par.pipeline_layout, par.pp, par.vpp, model.layers, path=("--pipeline-layout",))
     return par
+
+
+def completed_layout(par: ParallelismSpec, fields: dict[str, Any], cluster: Any, model: Any, *, gpus: int,
+                     strict: bool, **inputs: Any) -> tuple[ParallelismSpec, dict[str, Any]]:
+    """(layout, fields chosen by search) of a layout resolved by :func:`resolve_layout` from ``fields``: as
+    ``train estimate`` completes it, the fields not given chosen by :func:`clustertwin.train.complete.
+    complete_layout` (``inputs``: its calibration, placement and dataset), or as it is with ``strict``
+    (``--strict-layout``)."""
+    if strict:
+        return par, {}
+    from clustertwin.train.complete import complete_layout
+
+    _, chosen = complete_layout(model, cluster, par, gpus, set(fields), **inputs)
+    return par.model_copy(update=chosen), chosen

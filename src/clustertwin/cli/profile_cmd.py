@@ -9,7 +9,31 @@ from typing import Any
 import typer
 
 from clustertwin.cli.common import ClusterOpt, JsonOpt, console, print_json, table
-from clustertwin.cli.layout_options import CpOpt, DpOpt, EpOpt, MicroBatchOpt, PpOpt, SeqOpt, TpOpt
+from clustertwin.cli.layout_options import (
+    LAYOUT_PARAMS,
+    CpOpt,
+    DpOpt,
+    EmbeddingSplitOpt,
+    EpOpt,
+    EtpOpt,
+    FirstStageOpt,
+    LastStageOpt,
+    LossSplitOpt,
+    MicroBatchOpt,
+    MoeOverlapOpt,
+    PipelineLayoutOpt,
+    PpOpt,
+    PrecOpt,
+    RecomputeModulesOpt,
+    RecomputeNumLayersOpt,
+    RecomputeOpt,
+    SeqOpt,
+    SpOpt,
+    StackOpt,
+    TpOpt,
+    VppOpt,
+    ZeroOpt,
+)
 from clustertwin.profile.classify import COMM_KINDS, COMPUTE_KEYS
 from clustertwin.profile.kineto import streaming_available
 
@@ -136,12 +160,15 @@ def profile_command(
     model: str = typer.Option(None, "--model", "-m", help="Model catalog id or YAML/JSON file (--compare)."),
     global_batch: int = typer.Option(None, "--global-batch", "-b", help="Sequences per optimizer step (--compare)."),
     seq_len: int | None = SeqOpt,
-    tp: int | None = TpOpt,
-    pp: int | None = PpOpt,
-    dp: int | None = DpOpt,
-    cp: int | None = CpOpt,
-    ep: int | None = EpOpt,
-    micro_batch: int | None = MicroBatchOpt,
+    precision: str = PrecOpt,
+    tp: int = TpOpt, pp: int = PpOpt, dp: int = DpOpt, cp: int = CpOpt, ep: int = EpOpt, etp: int = EtpOpt,
+    vpp: int = VppOpt, micro_batch: int = MicroBatchOpt, recompute: str = RecomputeOpt,
+    recompute_modules: str = RecomputeModulesOpt, recompute_num_layers: int = RecomputeNumLayersOpt,
+    zero: int = ZeroOpt, sp: bool = SpOpt, moe_overlap: str = MoeOverlapOpt,
+    first_stage_layers: int = FirstStageOpt, last_stage_layers: int = LastStageOpt,
+    embedding_in_split: bool = EmbeddingSplitOpt, loss_in_split: bool = LossSplitOpt,
+    pipeline_layout: str = PipelineLayoutOpt,
+    stack: str = StackOpt,
     calibration: str = typer.Option(None, "--calibration", help="Calibration file (train: overrides of "
                                     "TrainParams) for the prediction."),
     dataset: str = typer.Option("none", "--dataset", help="What the predicted job reads (a dataset of train "
@@ -153,6 +180,7 @@ def profile_command(
     With --compare: measured against predicted (or a baseline run) per term, the largest gap named."""
     from clustertwin.profile.report import profile
 
+    layout = {k: v for k, v in locals().items() if k in LAYOUT_PARAMS}
     rep = profile(traces, step_range=step_range)
     if not compare:
         if json_out:
@@ -169,7 +197,7 @@ def profile_command(
 
     job = traced_job(rep, cluster=cluster, model=model, global_batch=global_batch, seq_len=seq_len,
                      calibration=calibration, dataset=dataset, what="profile --compare (or --baseline TRACE)",
-                     layout={"tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "micro_batch": micro_batch})
+                     layout=layout, precision=precision, stack=stack)
     _compare(rep, job.estimate().breakdown, "predicted", job.gpus, json_out)
 
 

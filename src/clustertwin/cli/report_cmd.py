@@ -34,13 +34,16 @@ from clustertwin.cli.layout_options import (
     RecomputeOpt,
     SeqOpt,
     SpOpt,
+    StackOpt,
+    StrictLayoutOpt,
     TpOpt,
     VppOpt,
     ZeroOpt,
+    completed_layout,
     layout_from_params,
     resolve_layout,
 )
-from clustertwin.cli.train_run import seq_model
+from clustertwin.cli.train_run import searched_note, seq_model
 from clustertwin.errors import SpecError
 from clustertwin.report import InferSettings, ReportOptions, build_report, write_report
 from clustertwin.report.html import DEFAULT_POLICIES
@@ -60,6 +63,8 @@ def report_command(
     first_stage_layers: int = FirstStageOpt, last_stage_layers: int = LastStageOpt,
     embedding_in_split: bool = EmbeddingSplitOpt, loss_in_split: bool = LossSplitOpt,
     pipeline_layout: str = PipelineLayoutOpt,
+    stack: str = StackOpt,
+    strict_layout: bool = StrictLayoutOpt,
     tokens: float = typer.Option(15e12, "--tokens", help="Training token budget for time-to-train."),
     trials: int = typer.Option(1000, "--trials", help="Monte Carlo runs of the wall-time distribution."),
     seed: int = typer.Option(0, "--seed", help="Seed of the Monte Carlo."),
@@ -77,8 +82,9 @@ def report_command(
     json_out: bool = JsonOpt,
 ) -> None:
     """Write a self-contained HTML report: plan, scaling, breakdowns, collectives, reliability, inference,
-    scheduling. The breakdowns are of the layout the layout options give (the rest as train estimate fills
-    it), or of the scaling sweep's best layout when none is given."""
+    scheduling. The breakdowns are of the layout the layout options give (the fields not given chosen by
+    search as train estimate does; --strict-layout: their literal defaults), or of the scaling sweep's best
+    layout when none is given."""
     fields = layout_from_params(locals())
     spec = load_cluster(cluster)
     mdl = seq_model(model, seq_len)
@@ -101,8 +107,11 @@ def report_command(
                             f"(choose from {', '.join(WEIGHT_PRECISIONS)})", path=("--infer-precision",))
     settings = InferSettings(precision=infer_precision, input_len=input_len, output_len=output_len, qps=request_rate,
                              slo_ttft_ms=slo_ttft_ms, slo_tpot_ms=slo_tpot_ms) if infer else None
-    par = resolve_layout(fields, spec, mdl, gpus=spec.total_gpus, global_batch=global_batch, precision=precision,
-                         stack="auto") if fields else None
+    par, chosen = None, {}
+    if fields:
+        par = resolve_layout(fields, spec, mdl, gpus=spec.total_gpus, global_batch=global_batch,
+                             precision=precision, stack=stack)
+        par, chosen = completed_layout(par, fields, spec, mdl, gpus=spec.total_gpus, strict=strict_layout)
     opts = ReportOptions(global_batch=global_batch, precision=precision, tokens=tokens, trials=trials, seed=seed,
                          trace=trace, trace_format=trace_format, policies=tuple(policy), infer=settings,
                          parallelism=par)
@@ -114,6 +123,8 @@ def report_command(
     if json_out:
         print_json(summary)
         return
+    if chosen:
+        echo(searched_note(chosen))
     echo(f"wrote {path} ({summary['bytes'] / 1e6:.1f} MB, {len(report.sections)} sections, "
          f"{summary['figures']} plots)")
     for why in report.omitted:

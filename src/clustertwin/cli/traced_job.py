@@ -45,9 +45,12 @@ def world_size(report: Any) -> int | None:
 
 
 def traced_job(report: Any, *, cluster: str, model: str | None, global_batch: int | None, seq_len: int | None,
-               calibration: str | None, dataset: str, layout: dict[str, Any], what: str) -> TracedJob:
+               calibration: str | None, dataset: str, layout: dict[str, Any], what: str, precision: str = "bf16",
+               stack: str = "auto") -> TracedJob:
     """The :class:`TracedJob` of ``report`` (a :class:`~clustertwin.profile.report.ProfileReport`) and the
-    command's options; ``what`` names the command in errors."""
+    command's options (``layout``: layout parameters, :data:`~clustertwin.cli.layout_options.LAYOUT_PARAMS`
+    or some of them). A traced job ran the layout it ran: fields not given take their literal defaults (as
+    ``--strict-layout`` gives them), never a search. ``what`` names the command in errors."""
     from clustertwin.cli.common import load_calibration, load_cluster
     from clustertwin.cli.layout_options import layout_fields, resolve_layout
     from clustertwin.cli.train_run import path_inputs, seq_model
@@ -61,6 +64,6 @@ def traced_job(report: Any, *, cluster: str, model: str | None, global_batch: in
     c = load_cluster(cluster)
     m = seq_model(model, seq_len)
     cal = load_calibration(calibration, c, False)
-    par = resolve_layout(layout_fields(**layout), c, m, gpus=gpus, global_batch=global_batch, precision="bf16",
-                         stack="auto", calibration=cal)
+    par = resolve_layout(layout_fields(**layout), c, m, gpus=gpus, global_batch=global_batch, precision=precision,
+                         stack=stack, calibration=cal)
     return TracedJob(m, c, par, cal, gpus, path_inputs("contiguous", dataset, c.nodes))

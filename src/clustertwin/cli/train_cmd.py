@@ -274,6 +274,25 @@ def scale_command(
     start_gpus: int = typer.Option(None, "--start-gpus", help="Smallest GPU count (default: one node)."),
     global_batch: int = GlobalBatchOpt,
     seq_len: int = SeqOpt,
+    tp: int = search_option("tp"),
+    pp: int = search_option("pp"),
+    dp: int = search_option("dp"),
+    cp: int = search_option("cp"),
+    ep: int = search_option("ep"),
+    vpp: int = search_option("vpp"),
+    micro_batch: int = search_option("micro_batch"),
+    recompute: str = search_option("recompute"),
+    zero: int = search_option("zero"),
+    sp: bool = search_option("sequence_parallel"),
+    first_stage_layers: int = search_option("first_stage_layers"),
+    last_stage_layers: int = search_option("last_stage_layers"),
+    embedding_in_split: bool = search_option("embedding_in_split"),
+    loss_in_split: bool = search_option("loss_in_split"),
+    pipeline_layout: str = search_option("pipeline_layout"),
+    etp: int = search_option("etp"),
+    recompute_num_layers: int = search_option("recompute_num_layers"),
+    moe_overlap: str = search_option("moe_overlap"),
+    recompute_modules: str = search_option("recompute_modules"),
     precision: str = PrecOpt,
     tokens: float = TokensOpt,
     usd_per_gpu_hour: float = PriceOpt,
@@ -284,7 +303,8 @@ def scale_command(
     json_out: bool = JsonOpt,
 ) -> None:
     """Throughput and scaling efficiency from one node to N GPUs, with the loss attributed to
-    communication, pipeline bubble and stragglers; with ``--tokens`` the time to train at each point."""
+    communication, pipeline bubble and stragglers; with ``--tokens`` the time to train at each point. The
+    layout options pin fields at every GPU count (the rest is searched, as train search does)."""
     res, ttts = scale_result(**{k: v for k, v in locals().items() if k != "json_out"})
     if json_out:
         print_json(scale_json(res, ttts, tokens))

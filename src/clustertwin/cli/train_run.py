@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from clustertwin.cli.common import load_calibration, load_cluster, load_model, require_gpus
-from clustertwin.cli.layout_options import LAYOUT_OPTIONS, layout_from_params, resolve_layout
+from clustertwin.cli.layout_options import LAYOUT_OPTIONS, layout_fields, layout_from_params, resolve_layout
 from clustertwin.errors import SpecError
 
 RECOMPUTE = ("none", "selective", "full")
@@ -141,16 +141,23 @@ def search_json(res: Any, ttt: Any) -> dict[str, Any]:
 
 def scale_result(*, cluster: str, model: str, max_gpus: int | None, start_gpus: int | None, global_batch: int,
                  seq_len: int | None, precision: str, tokens: float | None, usd_per_gpu_hour: float,
-                 calibration: str | None, placement: str, dataset: str, force: bool) -> tuple[Any, list[Any]]:
-    """(scaling result, time to train per point) of ``train scale``'s arguments."""
+                 calibration: str | None, placement: str, dataset: str, force: bool,
+                 **layout: Any) -> tuple[Any, list[Any]]:
+    """(scaling result, time to train per point) of ``train scale``'s arguments (``layout``: the layout
+    options, pinned at every GPU count as ``train search`` pins them)."""
     from clustertwin.train import scale, time_to_train
 
     require_gpus(max_gpus)
     require_gpus(start_gpus, "--start-gpus")
     c = load_cluster(cluster)
     m = seq_model(model, seq_len)
+    check_fixed(recompute=layout.get("recompute"), zero=layout.get("zero"))
+    fixed = layout_fields(**layout)
+    if fixed.get("pipeline_layout"):
+        raise SpecError("--pipeline-layout fixes one stage plan: give it to train estimate, not scale")
     res = scale(m, c, global_batch=global_batch, max_gpus=max_gpus, start_gpus=start_gpus, precision=precision,
-                calibration=load_calibration(calibration, c, force), **path_inputs(placement, dataset, c.nodes))
+                fixed=fixed or None, calibration=load_calibration(calibration, c, force),
+                **path_inputs(placement, dataset, c.nodes))
     return res, [time_to_train(p.estimate, tokens, c, usd_per_gpu_hour) if (tokens and p.estimate) else None
                  for p in res.points]
 

@@ -73,10 +73,11 @@ def predict(model: ModelSpec, cluster: ClusterSpec, parallelism: ParallelismSpec
 
 
 def layout_from_search(model: ModelSpec, cluster: ClusterSpec, *, global_batch: int, gpus: int | None = None,
-                       precision: str = "bf16", fixed: dict | None = None,
-                       flags: str = "none") -> tuple[ParallelismSpec, str]:
+                       precision: str = "bf16", fixed: dict | None = None, flags: str = "none",
+                       software_stack: str = "auto") -> tuple[ParallelismSpec, str]:
     """The fastest fitting layout of ``train search`` among the ZeRO stages the framework ``flags`` has (one
-    search per stage when the caller leaves ``zero`` open), as a ParallelismSpec and a line saying so."""
+    search per stage when the caller leaves ``zero`` open) on ``software_stack``, as a ParallelismSpec and a
+    line saying so."""
     from clustertwin.deploy.layout_flags import FRAMEWORK_NAME, ZERO_STAGES
     from clustertwin.train.search import search
 
@@ -86,8 +87,8 @@ def layout_from_search(model: ModelSpec, cluster: ClusterSpec, *, global_batch: 
         runs = [fixed]
     else:
         runs = [{**fixed, "zero": z} for z in sorted(set(stages.values()))]
-    results = [search(model, cluster, global_batch=global_batch, gpus=gpus, precision=precision, fixed=f, top=1)
-               for f in runs]
+    results = [search(model, cluster, global_batch=global_batch, gpus=gpus, precision=precision, fixed=f, top=1,
+                      software_stack=software_stack) for f in runs]
     found = [r for r in results if r.best is not None]
     if not found:
         res = results[0]
@@ -95,7 +96,8 @@ def layout_from_search(model: ModelSpec, cluster: ClusterSpec, *, global_batch: 
         raise SpecError(f"train search found no layout of {res.gpus} GPUs that fits ({reasons or 'none valid'})")
     res = min(found, key=lambda r: r.best.step_time_s)  # type: ignore[union-attr]
     lay = dict(res.best.layout)  # type: ignore[union-attr]
-    par = ParallelismSpec(**lay, global_batch=global_batch, precision=precision)  # type: ignore[arg-type]
+    par = ParallelismSpec(**lay, global_batch=global_batch, precision=precision,  # type: ignore[arg-type]
+                          software_stack=software_stack)
     fitting = sum(r.fitting for r in results)
     where = "" if len(runs) == 1 else f" with the ZeRO stages {FRAMEWORK_NAME.get(flags, flags)} has"
     return par, f"train search: best of {fitting} fitting layouts{where}"
