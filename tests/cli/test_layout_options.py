@@ -18,7 +18,8 @@ from clustertwin.specs import ParallelismSpec
 
 LAYOUT_COMMANDS: dict[tuple[str, ...], str] = {
     ("train", "estimate"): "given", ("explain",): "given", ("deploy", "slurm"): "given",
-    ("deploy", "k8s"): "given", ("report",): "given", ("profile",): "given", ("export", "chakra"): "given",
+    ("deploy", "k8s"): "given", ("report",): "given", ("profile",): "given", ("calibrate",): "given",
+    ("export", "chakra"): "given",
     ("train", "search"): "searched", ("train", "scale"): "searched",
 }
 """Commands that take a training layout: "given" resolves it (the fields not given filled as train estimate
@@ -34,16 +35,17 @@ EXEMPT: dict[tuple[tuple[str, ...], str], str] = {
     (("deploy", "k8s"), "--strict-layout"): "as deploy slurm",
     (("profile",), "--strict-layout"): "a traced job ran the layout it ran: fields not given keep their literal "
                                        "defaults, never a search (as calibrate --profile)",
+    (("calibrate",), "--strict-layout"): "as profile: the traced job's layout as given, never a search",
     (("export", "chakra"), "--strict-layout"): "the trace is of the layout as given (literal, as --strict-layout)",
 }
 """(command, option) not taken, with the reason."""
 OPTIONAL_DEFAULT = {(("profile",), "--global-batch"): "profile reads traces without a model; only --compare "
-                                                     "(against the twin) needs the batch"}
+                                                     "(against the twin) needs the batch",
+                    (("calibrate",), "--global-batch"): "calibrate --nccl-tests needs no model; only --profile "
+                                                       "(fitting the twin) needs the batch"}
 """(command, option) optional where the others require it, with the reason."""
 OTHER_LAYOUTS = {
     "infer": "a serving layout (--tp/--pp of InferSpec), not a training one",
-    "calibrate": "calibrate --profile takes the traced job's sizes (tp pp dp cp ep micro-batch) only, as "
-                 "profile --compare did; to be given the full set",
     "diagnose": "reads logs; --global-batch (optional) only sizes the out-of-memory advice",
     "sweep": "takes its layouts as a YAML space (sweep.yaml), not as options",
 }

@@ -12,7 +12,8 @@ from clustertwin.cli.common import console, print_json, table
 
 
 def calibrate_from_profile(traces: list[Path], *, cluster: str, model: str | None, global_batch: int | None,
-                           seq_len: int | None, layout: dict[str, Any], calibration: str | None,
+                           seq_len: int | None, layout: dict[str, Any], precision: str, stack: str,
+                           calibration: str | None,
                            fit_names: list[str] | None, output: Path, json_out: bool) -> None:
     """Read ``traces``, fit, write ``output`` and print the fitted values with their bounds."""
     from clustertwin.cli.traced_job import traced_job
@@ -24,7 +25,8 @@ def calibrate_from_profile(traces: list[Path], *, cluster: str, model: str | Non
 
     rep = profile(traces)
     job = traced_job(rep, cluster=cluster, model=model, global_batch=global_batch, seq_len=seq_len,
-                     calibration=calibration, dataset="none", layout=layout, what="calibrate --profile")
+                     calibration=calibration, dataset="none", layout=layout, what="calibrate --profile",
+                     precision=precision, stack=stack)
     base = dict(job.calibration.train) if job.calibration is not None else {}
     res = fit_profile(measured_breakdown(rep), job.predictor(), fit_names, base)
     gpu = job.cluster.node.gpu

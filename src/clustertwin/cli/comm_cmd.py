@@ -18,7 +18,31 @@ from clustertwin.cli.common import (
     require_gpus,
     table,
 )
-from clustertwin.cli.layout_options import CpOpt, DpOpt, EpOpt, MicroBatchOpt, PpOpt, SeqOpt, TpOpt
+from clustertwin.cli.layout_options import (
+    LAYOUT_PARAMS,
+    CpOpt,
+    DpOpt,
+    EmbeddingSplitOpt,
+    EpOpt,
+    EtpOpt,
+    FirstStageOpt,
+    LastStageOpt,
+    LossSplitOpt,
+    MicroBatchOpt,
+    MoeOverlapOpt,
+    PipelineLayoutOpt,
+    PpOpt,
+    PrecOpt,
+    RecomputeModulesOpt,
+    RecomputeNumLayersOpt,
+    RecomputeOpt,
+    SeqOpt,
+    SpOpt,
+    StackOpt,
+    TpOpt,
+    VppOpt,
+    ZeroOpt,
+)
 from clustertwin.comm import OPS, collective, nodes_placement
 from clustertwin.comm.nccl_tests import fit, format_log, read_logs
 from clustertwin.comm.placement import parse_index_list
@@ -165,12 +189,15 @@ def calibrate_command(
     model: str = typer.Option(None, "--model", "-m", help="Model catalog id or YAML/JSON file (--profile)."),
     global_batch: int = typer.Option(None, "--global-batch", "-b", help="Sequences per optimizer step (--profile)."),
     seq_len: int | None = SeqOpt,
-    tp: int | None = TpOpt,
-    pp: int | None = PpOpt,
-    dp: int | None = DpOpt,
-    cp: int | None = CpOpt,
-    ep: int | None = EpOpt,
-    micro_batch: int | None = MicroBatchOpt,
+    precision: str = PrecOpt,
+    tp: int = TpOpt, pp: int = PpOpt, dp: int = DpOpt, cp: int = CpOpt, ep: int = EpOpt, etp: int = EtpOpt,
+    vpp: int = VppOpt, micro_batch: int = MicroBatchOpt, recompute: str = RecomputeOpt,
+    recompute_modules: str = RecomputeModulesOpt, recompute_num_layers: int = RecomputeNumLayersOpt,
+    zero: int = ZeroOpt, sp: bool = SpOpt, moe_overlap: str = MoeOverlapOpt,
+    first_stage_layers: int = FirstStageOpt, last_stage_layers: int = LastStageOpt,
+    embedding_in_split: bool = EmbeddingSplitOpt, loss_in_split: bool = LossSplitOpt,
+    pipeline_layout: str = PipelineLayoutOpt,
+    stack: str = StackOpt,
     calibration: str = typer.Option(None, "--calibration", help="Calibration file the fit starts from "
                                     "(--profile; its other figures are kept)."),
     json_out: bool = JsonOpt,
@@ -178,6 +205,7 @@ def calibrate_command(
     """Fit the twin's named parameters to your own measurements: the collective model to nccl-tests logs
     (--nccl-tests), or the training model's efficiency terms to profiler traces of your run (--profile);
     writes a Calibration that every command accepts with --calibration."""
+    layout = {k: v for k, v in locals().items() if k in LAYOUT_PARAMS}
     names = [n.strip() for n in fit_names.split(",") if n.strip()] if fit_names else None
     if nccl_tests and from_profile:
         raise SpecError("calibrate takes one source: --nccl-tests or --profile, not both")
@@ -185,8 +213,7 @@ def calibrate_command(
         from clustertwin.cli.calibrate_profile import calibrate_from_profile
 
         calibrate_from_profile(logs, cluster=cluster, model=model, global_batch=global_batch, seq_len=seq_len,
-                               layout={"tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "micro_batch": micro_batch},
-                               calibration=calibration, fit_names=names, output=output, json_out=json_out)
+                               layout=layout, precision=precision, stack=stack, calibration=calibration, fit_names=names, output=output, json_out=json_out)
         return
     if not nccl_tests:
         raise SpecError("calibrate needs a source: --nccl-tests LOG... (node bench writes its own with "
