@@ -18,7 +18,7 @@ def calibrate_from_profile(traces: list[Path], *, cluster: str, model: str | Non
     """Read ``traces``, fit, write ``output`` and print the fitted values with their bounds."""
     from clustertwin.cli.traced_job import traced_job
     from clustertwin.ops.calibration.calibrate import write_calibration
-    from clustertwin.profile.compare import measured_breakdown
+    from clustertwin.profile.compare import measured_terms
     from clustertwin.profile.fit import FIT_TERMS, fit_profile
     from clustertwin.profile.report import profile
     from clustertwin.specs.calibration import Calibration
@@ -28,7 +28,7 @@ def calibrate_from_profile(traces: list[Path], *, cluster: str, model: str | Non
                      calibration=calibration, dataset="none", layout=layout, what="calibrate --profile",
                      precision=precision, stack=stack)
     base = dict(job.calibration.train) if job.calibration is not None else {}
-    res = fit_profile(measured_breakdown(rep), job.predictor(), fit_names, base)
+    res = fit_profile(measured_terms(rep), job.predictor(), fit_names, base)
     gpu = job.cluster.node.gpu
     stamp = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d")
     prior = job.calibration.model_dump() if job.calibration is not None else {}

@@ -35,8 +35,11 @@ class TracedJob:
         return estimate(self.model, self.cluster, self.parallelism, calibration=cal, **self.inputs)
 
     def predictor(self) -> Callable[[dict[str, float]], dict[str, float]]:
-        """``overrides -> predicted breakdown`` (the fit's model)."""
-        return lambda over: self.estimate(over).breakdown
+        """``overrides -> predicted breakdown`` with the attention term (the fit's model,
+        :func:`~clustertwin.profile.fit.with_attention`)."""
+        from clustertwin.profile.fit import with_attention
+
+        return with_attention(lambda over: self.estimate(over).breakdown)
 
 
 def world_size(report: Any) -> int | None:

@@ -182,9 +182,10 @@ def estimate_command(
 
         notes.append(write_timeline(e, m, timeline))
     if trace_out:
-        from clustertwin.cli.train_run import write_traces
+        from clustertwin.cli.train_run import attention_seconds, write_traces
 
-        notes.append(write_traces(e, m, trace_out))
+        attention_s = attention_seconds(e, m, c, calibration, force, placement, dataset)
+        notes.append(write_traces(e, m, trace_out, attention_s))
     if json_out:
         print_json(estimate_json(e, ttt, rel))
         return

@@ -38,6 +38,17 @@ def measured_breakdown(report: Any) -> dict[str, float]:
     return {k: sum(float(s["breakdown"].get(k, 0.0)) for s in full) / len(full) for k in BREAKDOWN_KEYS}
 
 
+def measured_terms(report: Any) -> dict[str, float]:
+    """:func:`measured_breakdown` plus ``attention``: the mean seconds per step of the attention kernel class
+    (flash / fused attention, softmax, rotary; part of ``compute``), the term ``attention_efficiency`` is
+    fitted to (:mod:`clustertwin.profile.fit`)."""
+    out = measured_breakdown(report)
+    steps = [s for r in report.ranks for s in r.steps if s.get("breakdown")]
+    full = [s for s in steps if not s["partial"]] or steps
+    out["attention"] = sum(float(s.get("compute_by_class_s", {}).get("attention", 0.0)) for s in full) / len(full)
+    return out
+
+
 def compare_terms(measured: dict[str, float], predicted: dict[str, float], min_share: float = 0.05,
                   reference_name: str = "predicted") -> tuple[list[CompareRow], str]:
     """Rows per term plus a ``step`` row, and the sentence naming the largest gap (module docstring);

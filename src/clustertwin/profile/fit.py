@@ -1,7 +1,8 @@
 """Fit the training model's named efficiency terms to a measured step (``calibrate --profile``).
 
 Each fitted parameter has the measured term that identifies it (:data:`FIT_TERMS`): the GEMM efficiency the
-compute time, the host time per kernel the host-bound idle, the overlap fractions the exposed share of their
+compute time, the fused-attention efficiency the attention kernels' share of it (the profile's ``attention``
+class against :func:`with_attention`), the host time per kernel the host-bound idle, the overlap fractions the exposed share of their
 communication, the HBM efficiency the optimizer step, the speed spread of GPUs the wait for the slowest.
 A parameter is fitted when the trace exercises it: its term is at least :data:`MIN_SHARE` of the measured
 step, and the twin's prediction of that term moves when the parameter does (a 10% change of the parameter
@@ -30,6 +31,7 @@ from clustertwin.train.params import DEFAULT_PARAMS, MIN_EFFICIENCY, RANGES
 #: parameter -> the measured step term that identifies it
 FIT_TERMS: dict[str, str] = {
     "gemm_efficiency": "compute",
+    "attention_efficiency": "attention",
     "kernel_host_overhead_s": "host_overhead",
     "tp_comm_overlap": "tp_comm",
     "cp_overlap": "cp_comm",
@@ -43,6 +45,27 @@ MIN_SENSITIVITY = 1e-3
 """Smallest relative change of the predicted term under a 10% change of the parameter."""
 
 Predict = Callable[[dict[str, float]], dict[str, float]]
+
+ATTENTION_PROBE = 1.1
+"""Factor on ``attention_efficiency`` of the second prediction :func:`with_attention` differences."""
+
+
+def with_attention(predict: Predict) -> Predict:
+    """``predict`` with the twin's fused-attention time added as the term ``attention`` (seconds of the
+    ``compute`` term spent in attention kernels). The fused kernel's time is ``FLOPs / (peak x a)`` plus a
+    launch latency (:func:`clustertwin.train.attention.attention_core`), so with ``C(a)`` the predicted
+    compute at attention efficiency ``a``: ``attention = (C(a) - C(k a)) / (1 - 1/k)``, ``k =``
+    :data:`ATTENTION_PROBE` (exact while ``k a`` stays under the peak cap; the latency stays in the rest of
+    compute). 0 for unfused attention, which does not depend on ``a``."""
+
+    def predict_with_attention(over: dict[str, float]) -> dict[str, float]:
+        out = dict(predict(over))
+        a = _default("attention_efficiency", over)
+        probe = predict({**over, "attention_efficiency": a * ATTENTION_PROBE})
+        out["attention"] = max(0.0, (out.get("compute", 0.0) - probe.get("compute", 0.0)) / (1.0 - 1.0 / ATTENTION_PROBE))
+        return out
+
+    return predict_with_attention
 
 
 def bounds_of(name: str) -> tuple[float, float]:

@@ -7,7 +7,10 @@ known exactly.
 Mapping (every segment of the timeline becomes one event of the same start and length, ``steps`` copies of
 the step back to back, each under a ``ProfilerStep#N`` annotation on the host):
 
-- compute segments -> a GEMM kernel (:data:`GEMM_KERNEL`); the optimizer step -> an Adam multi-tensor kernel;
+- compute segments -> a GEMM kernel (:data:`GEMM_KERNEL`) followed by a flash-attention kernel
+  (:data:`ATTENTION_KERNEL`) holding the share ``attention_s / compute`` of the segment (``attention_s``: the
+  twin's attention time, :func:`~clustertwin.profile.fit.with_attention`; none when not given); the optimizer
+  step -> an Adam multi-tensor kernel;
 - exposed communication -> an NCCL kernel whose ``Process Group Description`` names the group kind
   (``tp``, ``cp``, ``ep``, ``pp``, ``dp``), which the reader attributes by that description;
 - the host stall -> nothing on the device (the reader counts it host-bound idle);
@@ -26,6 +29,7 @@ from typing import Any
 from clustertwin.train.timeline import step_timeline
 
 GEMM_KERNEL = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1"
+ATTENTION_KERNEL = "flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4, false, false, cutlass::bfloat16_t>>"
 ADAM_KERNEL = "multi_tensor_apply_kernel<TensorListMetadata<4>, AdamFunctor<float>>"
 #: timeline stream -> (NCCL kernel name, process-group description)
 COMM_KERNELS: dict[str, tuple[str, str]] = {
@@ -49,25 +53,34 @@ def _host(cat: str, name: str, ts_us: float, dur_us: float, pid: int) -> dict[st
     return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": 1, "ts": ts_us, "dur": dur_us, "args": {}}
 
 
-def _segment(e: dict[str, Any], offset_us: float) -> dict[str, Any] | None:
-    """The trace event of one timeline segment (None: the host stall, idle on the device)."""
+def _segment(e: dict[str, Any], offset_us: float, attention_share: float) -> list[dict[str, Any]]:
+    """The trace events of one timeline segment (none: the host stall, idle on the device)."""
     stream, ts, dur, pid = e["cat"], e["ts"] + offset_us, e["dur"], e["pid"]
     if stream == "compute":
-        return _device(ADAM_KERNEL if e["args"].get("term") == "optimizer" else GEMM_KERNEL, ts, dur, pid)
+        if e["args"].get("term") == "optimizer":
+            return [_device(ADAM_KERNEL, ts, dur, pid)]
+        gemm = dur * (1.0 - attention_share)
+        out = [_device(GEMM_KERNEL, ts, gemm, pid)]
+        if dur - gemm > 0:
+            out.append(_device(ATTENTION_KERNEL, ts + gemm, dur - gemm, pid))
+        return out
     if stream in COMM_KERNELS:
         name, desc = COMM_KERNELS[stream]
-        return _device(name, ts, dur, pid, **{"Process Group Description": desc})
+        return [_device(name, ts, dur, pid, **{"Process Group Description": desc})]
     if stream == "data / sync":
         if e["args"].get("term") == "data_stall":
-            return _host("cpu_op", DATA_SPAN, ts, dur, pid)
-        return _host("cuda_runtime", SYNC_SPAN, ts, dur, pid)
-    return None
+            return [_host("cpu_op", DATA_SPAN, ts, dur, pid)]
+        return [_host("cuda_runtime", SYNC_SPAN, ts, dur, pid)]
+    return []
 
 
-def synth_traces(est: Any, model_layers: int, steps: int = 3) -> list[dict[str, Any]]:
+def synth_traces(est: Any, model_layers: int, steps: int = 3, attention_s: float = 0.0) -> list[dict[str, Any]]:
     """Kineto JSON documents (one per representative rank of ``est``, a
-    :class:`~clustertwin.train.estimate.TrainEstimate`) of ``steps`` predicted steps back to back."""
+    :class:`~clustertwin.train.estimate.TrainEstimate`) of ``steps`` predicted steps back to back;
+    ``attention_s`` of the step's ``compute`` written as attention kernels."""
     timeline = step_timeline(est, model_layers)
+    compute = float(est.breakdown.get("compute", 0.0))
+    share = min(max(attention_s / compute, 0.0), 1.0) if compute > 0 else 0.0
     lay = est.layout
     world = int(lay["tp"]) * int(lay["cp"]) * int(lay["dp"]) * int(lay["pp"])
     step_us = est.step_time_s * 1e6
@@ -84,9 +97,7 @@ def synth_traces(est: Any, model_layers: int, steps: int = 3) -> list[dict[str, 
                 if e["cat"] == "step":
                     out.append(_host("user_annotation", f"ProfilerStep#{n + 1}", e["ts"] + offset, e["dur"], rank))
                     continue
-                ev = _segment(e, offset)
-                if ev is not None:
-                    out.append(ev)
+                out.extend(_segment(e, offset, share))
         out.sort(key=lambda ev: (ev["ts"], ev["tid"]))
         pgs = [{"pg_name": str(i), "pg_desc": desc, "ranks": []} for i, (_, desc) in enumerate(COMM_KERNELS.values())]
         docs.append({"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": world,
