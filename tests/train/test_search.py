@@ -54,3 +54,19 @@ def test_non_power_of_two_gpu_counts_use_any_dp(h100):
     m = catalog.get("model", "llama2-7b")
     res = search(m, h100, global_batch=48 * 4, gpus=48, top=3)
     assert res.best is not None and res.best.gpus == 48
+
+
+def test_a_huge_global_batch_is_searched_not_counted_to():
+    """Micro-batch candidates are the divisors of the per-replica batch, found by trial division up to its
+    square root: a global batch of 10^12 sequences once hung the search (and the web API) counting to 10^12."""
+    import time
+
+    m = catalog.get("model", "llama3-8b")
+    c = specs.load(specs.ClusterSpec, "ref-1k-h100", kind="cluster")
+    c0 = time.process_time()
+    res = search(m, c, global_batch=10**12, gpus=8, top=3)
+    assert time.process_time() - c0 < 60
+    assert res.top
+    for e in res.top:
+        per_replica = 10**12 // e.layout["dp"]
+        assert per_replica % e.layout["micro_batch"] == 0
