@@ -121,3 +121,67 @@ def test_plan_compares_several_clusters_and_fabrics(cli) -> None:
     assert b["network"]["port_gbit_per_s"] == a["network"]["port_gbit_per_s"] / 2
     bad = cli("plan", "ref-1k-h100", "--fabric", "ib-nd")
     assert bad.code == 2 and "ib-ndr" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+def _component(d: dict, name: str) -> float:
+    return next(item["usd"] for item in d["cost"]["capex"]["items"] if item["component"] == name)
+
+
+# catalog clusters whose every part is a catalog id with the spec's defaults elsewhere (no storage or facility)
+PARTS_OF = {
+    "deepseek-v3-2048-h800": ["--node", "hgx-h800", "--nodes", "256", "--network-fabric", "ib-ndr",
+                              "--topology", "fat-tree", "--tiers", "2", "--oversubscription", "1"],
+    "dgx-b300-1k": ["--node", "dgx-b300", "--nodes", "128", "--network-fabric", "ib-xdr",
+                    "--topology", "rail-optimized"],
+}
+
+
+@pytest.mark.parametrize("cluster", sorted(PARTS_OF))
+def test_a_cluster_built_from_a_catalog_clusters_parts_plans_as_it_does(cluster):
+    built = _plan_json(*PARTS_OF[cluster])
+    whole = _plan_json("--cluster", cluster)
+    assert built.pop("name") == f"{whole['compute']['nodes']} x {whole['compute']['node']}"
+    whole.pop("name")
+    assert built == whole
+
+
+def test_nodes_scales_the_bill_of_materials_power_and_cost():
+    small = _plan_json("--node", "dgx-h100", "--nodes", "64", "--topology", "fat-tree")
+    large = _plan_json("--node", "dgx-h100", "--nodes", "128", "--topology", "fat-tree")
+    assert (small["compute"]["gpus"], large["compute"]["gpus"]) == (512, 1024)
+    assert large["facility"]["power"]["nodes_kw"] == pytest.approx(2 * small["facility"]["power"]["nodes_kw"])
+    assert _component(large, "compute") == pytest.approx(2 * _component(small, "compute"))
+    assert large["network"]["switch_count"] > small["network"]["switch_count"]
+    assert large["facility"]["power"]["it_kw"] > 1.9 * small["facility"]["power"]["it_kw"]
+    assert large["cost"]["tco"]["tco_usd_per_year"] > 1.9 * small["cost"]["tco"]["tco_usd_per_year"]
+
+
+def test_parts_options_reach_the_network_and_storage():
+    d = _plan_json("--node", "dgx-h100", "--nodes", "64", "--topology", "fat-tree", "--tiers", "3",
+                   "--oversubscription", "1", "--oversubscription", "2", "--storage", "weka")
+    default = _plan_json("--node", "dgx-h100", "--nodes", "64")
+    assert d["network"]["topology"] == "fat-tree" and default["network"]["topology"] == "rail-optimized"
+    links = d["network"]["links"]  # 3 tiers, non-blocking leaves, 2:1 from the spines to the core
+    assert links["node-leaf"] == links["leaf-spine"] == 2 * links["spine-core"]
+    assert default["network"]["links"]["spine-core"] == 0
+    assert d["storage"]["kind"] == "weka" and default["storage"]["kind"] != "weka"
+
+
+BAD_PARTS = [
+    (["--node", "dgx-h10"], "error: --node: unknown node 'dgx-h10'; did you mean 'dgx-h100'?"),
+    (["--node", "dgx-h100", "--network-fabric", "ib-nd"],
+     "error: --network-fabric: unknown fabric 'ib-nd'; did you mean 'ib-ndr'?"),
+    (["--node", "dgx-h100", "--storage", "lustr"], "error: --storage: unknown storage 'lustr'; did you mean 'lustre'?"),
+    (["--node", "dgx-h100", "--gpu", "h100-sx"], "error: --gpu: unknown gpu 'h100-sx'; did you mean 'h100-sxm'?"),
+    (["--node", "dgx-h100", "--tiers", "4"], "error: --tiers: "),
+    (["--node", "dgx-h100", "--oversubscription", "0.5"], "error: --oversubscription: "),
+    (["--nodes", "4"], "error: --nodes: the parts options build a cluster from catalog parts; give --node NODE"),
+    (["--cluster", "dgx-a100-1k", "--node", "dgx-h100"], "error: give --cluster or a cluster built from parts"),
+]
+
+
+@pytest.mark.parametrize(("argv", "message"), BAD_PARTS, ids=[" ".join(a) for a, _ in BAD_PARTS])
+def test_bad_parts_give_one_line_naming_the_option(argv, message):
+    r = run_cli("plan", *argv)
+    assert r.code == 2 and r.stdout == ""
+    assert len(r.stderr.strip().splitlines()) == 1 and r.stderr.startswith(message), r.stderr

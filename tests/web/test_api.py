@@ -53,6 +53,11 @@ SAME = [
     (["train", "scale", "--gpus", "128", "-b", "256"], "train/scale", "max_gpus=128&global_batch=256"),
     (["plan", "--cluster", "ref-1k-h100", "--compare", "dgx-a100-1k", "--fabric", "roce-400g"], "plan",
      "cluster=ref-1k-h100&compare=dgx-a100-1k&fabric=roce-400g"),
+    (["plan", "--node", "hgx-h800", "--nodes", "256", "--gpu", "h100-sxm", "--network-fabric", "ib-ndr", "--topology",
+      "fat-tree", "--tiers", "3", "--oversubscription", "1", "--oversubscription", "2", "--storage", "weka",
+      "--compare", "deepseek-v3-2048-h800"], "plan",
+     "node=hgx-h800&nodes=256&gpu=h100-sxm&network_fabric=ib-ndr&topology=fat-tree&tiers=3&oversubscription=1"
+     "&oversubscription=2&storage=weka&compare=deepseek-v3-2048-h800"),
     (["infer", "estimate", "--model", "llama3-70b", "--tp", "4", "--concurrency", "32"], "infer/estimate",
      "model=llama3-70b&tp=4&concurrency=32"),
     (["infer", "size", "--request-rate", "10", "--input-len", "512", "--output-len", "128", "--slo-ttft-ms", "500",
@@ -102,6 +107,20 @@ def test_plan_refuses_a_path_for_its_argument_and_its_compares(client):
         r = client.get(f"/api/plan?{query}")
         assert r.status_code == 422 and r.json()["field"] == query.split("=")[0], r.text
         assert "localhost" not in r.text and "root:" not in r.text
+
+
+def test_the_plan_page_builds_a_cluster_from_catalog_parts(client):
+    """The parts options of ``plan`` are the Plan page's controls: catalog ids and the topologies as selects."""
+    html = client.get("/plan?node=dgx-b300&topology=torus3d").text
+    assert '<select id="f-node"' in html and '<option value="dgx-b300" selected>' in html
+    assert '<select id="f-network_fabric"' in html and '<select id="f-storage"' in html
+    assert '<option value="torus3d" selected>' in html and '<option value="dragonfly+">' in html
+    for query, field, message in (("node=dgx-h10", "node", "did you mean 'dgx-h100'"),
+                                  ("node=dgx-h100&topology=fat-tre", "topology", "did you mean 'fat-tree'"),
+                                  ("nodes=4", None, "--nodes: the parts options build a cluster"),
+                                  ("node=dgx-h100&tiers=4", None, "--tiers: ")):
+        r = client.get(f"/api/plan?{query}")
+        assert r.status_code == 422 and r.json()["field"] == field and message in r.json()["error"], r.text
 
 
 @pytest.mark.parametrize(("query", "field", "message"), [

@@ -239,7 +239,8 @@ def test_train_download_links_carry_the_controls(server, browser):
             assert q.get("gpus") == (None if kind == "report" else ["128"]), href
             assert q["micro_batch"] == [str(layout["micro_batch"])] and q["zero"] == [str(layout["zero"])], href
             assert q["dp"] == [str(layout["dp"])] and q["recompute"] == [layout["recompute"]], href
-            assert "with_failures" not in q and "stack" not in q  # train estimate's own options stay behind
+            assert "with_failures" not in q  # train estimate's own options stay behind
+            assert q.get("stack", ["auto"]) == ["auto"], href  # the estimate's stack (deploy and report take it)
         href = w.page.get_attribute("#download-sbatch", "href")
         r = w.page.request.get(server + href)
         assert r.status == 200 and r.headers["content-disposition"].startswith("attachment;")
@@ -292,5 +293,46 @@ def test_train_draws_the_predicted_timeline_and_refreshes_it(server, browser, tm
         w.until("document.getElementById('plot-timeline').getBoundingClientRect().right <= "
                 "document.documentElement.clientWidth + 1")
         assert w.layout_problems() == [] and w.problems == []
+    finally:
+        w.close()
+
+
+def test_the_plan_page_builds_a_cluster_from_parts_and_equals_the_cli(server, browser, capsys):
+    w = Watched(browser, server, 1280)
+    try:
+        w.open(f"{server}/plan?node=hgx-h800&nodes=128")
+        w.page.select_option("#f-topology", "fat-tree")
+        before = w.page.evaluate("document.body.dataset.ready")
+        w.page.dispatch_event("#f-topology", "change")
+        w.until(f"document.body.dataset.ready !== {json.dumps(before)}")
+        argv = ["plan", "--node", "hgx-h800", "--nodes", "128", "--topology", "fat-tree"]
+        assert w.last("plan") == cli_json(capsys, argv)
+        assert "128 x hgx-h800" in w.page.inner_text("#results")
+        assert w.problems == []
+    finally:
+        w.close()
+
+
+def test_the_report_runs_as_a_job_with_progress_and_saves_its_file(server, browser):
+    """The report link starts a background job: a progress bar with Cancel while it runs, the file when done."""
+    w = Watched(browser, server, 1280)
+    try:
+        w.open(f"{server}/train?gpus=64&global_batch=256&tp=2")
+        href = w.page.get_attribute("#download-report", "href")
+        with w.page.expect_download(timeout=120_000) as got:
+            w.page.click("#download-report")
+            w.until("!document.getElementById('job').hidden")
+        w.until("document.body.dataset.job === 'done'", 120.0)
+        direct = w.page.request.get(server + href)
+        with open(got.value.path(), "rb") as f:
+            assert f.read() == direct.body()
+        assert got.value.suggested_filename == "report-ref-1k-h100-llama3-8b.html"
+        assert w.page.get_attribute("#job-progress", "value") == "1"
+        w.page.click("#download-report")  # again, and cancelled this time
+        w.until("document.body.dataset.job === 'running' || document.body.dataset.job === 'queued'", 60.0)
+        w.page.click("#job-cancel")
+        w.until("document.body.dataset.job === 'cancelled'", 30.0)
+        assert w.page.inner_text("#job-text").startswith("cancelled")
+        assert w.problems == []
     finally:
         w.close()

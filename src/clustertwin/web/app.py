@@ -1,6 +1,7 @@
 """The FastAPI application: ``/api/<command path>`` (GET with query parameters or POST with a JSON body),
 ``/api/download/sbatch|k8s|report`` (the files of ``deploy slurm``, ``deploy k8s`` and ``report``, taking the
-options the same way), the pages, the static files, and the safety around them.
+options the same way), ``/api/jobs/...`` (any of them as a background job, :mod:`.jobs`), the pages, the static
+files, and the safety around them.
 
 Safety by construction: requests take catalog ids and pasted YAML only, never a path (:mod:`.params`); bodies
 over :data:`MAX_BODY_BYTES` are refused before they are read whole; every response carries a
@@ -27,7 +28,7 @@ from clustertwin.cli.common import jsonable
 from clustertwin.errors import ClusterTwinError, SpecError
 from clustertwin.safety import one_line
 from clustertwin.web.commands import COMMANDS, DOWNLOADS, params_of
-from clustertwin.web.downloads import FORMATS, download, run_with_options, warnings_header
+from clustertwin.web.downloads import FORMATS, DownloadResult, download, run_with_options, warnings_header
 from clustertwin.web.params import MAX_YAML_BYTES, request_model
 
 MAX_BODY_BYTES = MAX_YAML_BYTES + (64 << 10)
@@ -106,7 +107,12 @@ def _json_reply(path: str, options: BaseModel) -> Response:
 
 def _download_reply(path: str, options: BaseModel) -> Response:
     """The file of a download, as an attachment; the CLI's warnings in ``x-clustertwin-warnings``."""
-    got = download(path, options)
+    return download_response(path, download(path, options))
+
+
+def download_response(path: str, got: DownloadResult) -> Response:
+    """The file ``got`` of the download at ``path`` as an attachment, the CLI's warnings in
+    ``x-clustertwin-warnings`` (also the reply of a finished download job)."""
     headers = {"content-disposition": f'attachment; filename="{got.filename}"'}
     if got.warnings:
         headers["x-clustertwin-warnings"] = warnings_header(got.warnings)
@@ -134,7 +140,7 @@ def _endpoint(path: str, source: str, reply: Callable[[str, BaseModel], Response
 
 def build_app() -> FastAPI:
     """The application: the API of every command in :data:`COMMANDS`, the pages and the static files."""
-    from clustertwin.web import pages
+    from clustertwin.web import jobs, pages
 
     app = FastAPI(title="clustertwin", version=__version__, description="The twin's CLI `--json` as an API.",
                   docs_url=None, redoc_url=None)
@@ -194,5 +200,6 @@ def build_app() -> FastAPI:
         return PlainTextResponse("", status_code=204)
 
     pages.register(app)
+    jobs.register(app)
     app.add_middleware(BodyLimit)
     return app

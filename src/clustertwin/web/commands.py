@@ -12,10 +12,12 @@ writes, for ``train estimate``'s options); :data:`DOWNLOADS` with the text the c
 
 from __future__ import annotations
 
+import enum
 import functools
 import importlib
 import typing
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +28,12 @@ FILE_OPTIONS: frozenset[str] = frozenset({"calibration", "force", "json_out", "p
                                           "save_result", "data"})
 #: parameter -> catalog kind of the ids it takes
 CATALOG_PARAMS: dict[str, str] = {"cluster": "cluster", "compare": "cluster", "model": "model", "node": "node",
-                                  "gpu": "gpu", "fabric": "fabric"}
+                                  "gpu": "gpu", "fabric": "fabric", "network_fabric": "fabric", "storage": "storage"}
+
+
+JOB_PROGRESS: ContextVar[Callable[[int, int | None], None] | None] = ContextVar("job_progress", default=None)
+"""Where a runner reports its progress, ``(done, total)``, when it runs as a background job (:mod:`.jobs`); a
+runner whose command has no progress of its own ignores it."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +58,8 @@ class Param:
     """Catalog kind whose ids it takes."""
     layout: bool = False
     """One of the layout options (``cli/layout_options.py``)."""
+    choices: tuple[str, ...] = ()
+    """The values a choice option admits (its Enum, as typer takes choices), () for a free value."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +92,14 @@ def _kind(p: Any) -> str:
     if base in _KIND:
         return _KIND[base]
     return _KIND.get(getattr(getattr(p, "type", None), "name", None), "str")
+
+
+def _choices(p: Any) -> tuple[str, ...]:
+    """The values of a choice parameter (typer's Enum annotation, optional or repeated), () for a free value."""
+    ann = getattr(getattr(p, "type_descriptor", None), "annotation", None)
+    while typing.get_args(ann) and not isinstance(ann, type):
+        ann = next((a for a in typing.get_args(ann) if a is not type(None)), None)
+    return tuple(str(m.value) for m in ann) if isinstance(ann, type) and issubclass(ann, enum.Enum) else ()
 
 
 def _click_command(cmd: ApiCommand) -> Any:
@@ -130,7 +147,8 @@ def params_of(path: str) -> tuple[Param, ...]:
             default = list(default or [])
         out.append(Param(p.name, long, kind, default, " ".join((getattr(p, "help", None) or "").split()),
                          multiple=repeats(p), required=bool(p.required), catalog=CATALOG_PARAMS.get(p.name),
-                         layout=p.name in LAYOUT_PARAMS))
+                         layout=p.name in LAYOUT_PARAMS,
+                         choices=_choices(p)))
     return tuple(out)
 
 
@@ -180,9 +198,9 @@ def _train_scale(a: dict[str, Any]) -> Any:
 
 
 def _plan(a: dict[str, Any]) -> Any:
-    from clustertwin.cli.plan_cmd import plan_json, plans_of
+    from clustertwin.cli.plan_cmd import PARTS, plan_json, plans_of
 
-    return plan_json(plans_of(a["cluster"], a["compare"], a["fabric"]))
+    return plan_json(plans_of(a["cluster"], a["compare"], a["fabric"], {k: a[k] for k in PARTS}))
 
 
 def _infer_estimate(a: dict[str, Any]) -> Any:
@@ -208,10 +226,23 @@ def _explain(a: dict[str, Any]) -> Any:
 
 
 def _validate(a: dict[str, Any]) -> Any:
+    """``validate --json``; as a job, its progress is the cases evaluated of those of the kinds asked for (the
+    run's own count, and the cases it reads: unreadable entries count, cases of other kinds do not)."""
     from clustertwin import validate as validation
     from clustertwin.cli.validate_cmd import validate_json
 
-    return validate_json(validation.run(list(validation.default_paths()), set(a["kind"]) or None))
+    paths, kinds = list(validation.default_paths()), set(a["kind"]) or None
+    report = JOB_PROGRESS.get()
+    progress = None
+    if report is not None:
+        total = sum(1 for _, _, c in validation.iter_cases(paths)
+                    if isinstance(c, validation.BadEntry) or not kinds or c.get("kind") in kinds)
+        report(0, total)
+
+        def progress(n: int) -> None:
+            report(n, total)
+
+    return validate_json(validation.run(paths, kinds, progress=progress))
 
 
 #: what ``train estimate`` takes only as a file to write (``train/timeline`` answers with the ``--timeline`` file)

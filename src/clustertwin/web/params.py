@@ -34,7 +34,10 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def choices(p: Param) -> tuple[str, ...]:
-    """The values a layout option admits (its ParallelismSpec field's Literal), () for a free value."""
+    """The values an option admits (a choice option's, or a layout option's ParallelismSpec field's Literal), ()
+    for a free value."""
+    if p.choices:
+        return p.choices
     name = "sequence_parallel" if p.name == "sp" else p.name
     if not p.layout or name not in LAYOUT_OPTIONS:
         return ()
