@@ -10,7 +10,8 @@ heavy-tailed SWF mix took 34.1 s in the library and 36.5 s through the CLI befor
 quiet host it took 6.0 s in the library before the latest pass (a spread job refused for the head's
 reservation decided from the projected count of wholly free GPUs, without placing it; that refusal
 extended to the larger spread shapes; free-slot tuples memoised by node row) and 5.0 s after, 6.6 s
-through the CLI. The Philly- and Helios-like traces take 2.2-2.4 s and are held to the target. Workloads
+through the CLI; 4.74 s and 6.12 s since multi-node whole-GPU allocations are held per node (measured with
+other work on the host). The Philly- and Helios-like traces take 2.2-2.4 s and are held to the target. Workloads
 that do not meet the target yet are asserted against a regression ceiling (``CEILING_CPU_S``, about 1.3x
 the measured figure) until they do; the others against the target.
 """
@@ -33,9 +34,9 @@ JOBS = 100_000
 TARGET_CPU_S = 4.0
 TARGET_CLI_CPU_S = 6.0
 TARGET_1M_CPU_S = 60.0
-CEILING_CPU_S = {"swf-heavy": 6.5}
+CEILING_CPU_S = {"swf-heavy": 6.2}
 """Workloads above the issue's target today: the most CPU they may take before the suite fails."""
-CEILING_CLI_CPU_S = 8.6
+CEILING_CLI_CPU_S = 8.0
 
 
 @pytest.fixture(scope="module")
