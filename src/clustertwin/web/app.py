@@ -7,7 +7,7 @@ Safety by construction: requests take catalog ids and pasted YAML only, never a 
 over :data:`MAX_BODY_BYTES` are refused before they are read whole; every response carries a
 Content-Security-Policy that allows scripts, styles and requests from this server only (no network beyond it);
 pages are rendered by jinja2 with autoescape on and the page script writes results with ``textContent`` only;
-errors are 422 with the CLI's one-line message (:func:`error_body`), internal failures 500 with one line and
+errors are 422 with the CLI's one-line message (:func:`.replies.error_body`), internal failures 500 with one line and
 no traceback.
 """
 
@@ -24,12 +24,12 @@ from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse,
 from pydantic import BaseModel
 
 from clustertwin import __version__
-from clustertwin.cli.common import jsonable
 from clustertwin.errors import ClusterTwinError, SpecError
 from clustertwin.safety import one_line
 from clustertwin.web.commands import COMMANDS, DOWNLOADS, params_of
-from clustertwin.web.downloads import FORMATS, DownloadResult, download, run_with_options, warnings_header
+from clustertwin.web.downloads import FORMATS, download
 from clustertwin.web.params import MAX_YAML_BYTES, request_model
+from clustertwin.web.replies import download_response, error_body, run_command
 
 MAX_BODY_BYTES = MAX_YAML_BYTES + (64 << 10)
 """Largest request body: a pasted 1 MiB model and the options around it."""
@@ -46,10 +46,6 @@ class ErrorBody(BaseModel):
 
     error: str
     field: str | None = None
-
-
-def error_body(message: str, field: str | None = None, status: int = 422) -> JSONResponse:
-    return JSONResponse({"error": one_line(message), "field": field}, status_code=status)
 
 
 class BodyLimit:
@@ -96,11 +92,6 @@ def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
     return error_body(f"error: {text}{more}", field)
 
 
-def run_command(path: str, options: BaseModel) -> Any:
-    """The ``--json`` value of the command at ``path`` for the validated ``options``."""
-    return run_with_options(path, options, lambda args: jsonable(COMMANDS[path].run(args)))
-
-
 def _json_reply(path: str, options: BaseModel) -> Response:
     return JSONResponse(run_command(path, options))
 
@@ -108,16 +99,6 @@ def _json_reply(path: str, options: BaseModel) -> Response:
 def _download_reply(path: str, options: BaseModel) -> Response:
     """The file of a download, as an attachment; the CLI's warnings in ``x-clustertwin-warnings``."""
     return download_response(path, download(path, options))
-
-
-def download_response(path: str, got: DownloadResult) -> Response:
-    """The file ``got`` of the download at ``path`` as an attachment, the CLI's warnings in
-    ``x-clustertwin-warnings`` (also the reply of a finished download job)."""
-    headers = {"content-disposition": f'attachment; filename="{got.filename}"'}
-    if got.warnings:
-        headers["x-clustertwin-warnings"] = warnings_header(got.warnings)
-    return Response(got.text.encode("utf-8"), media_type=f"{FORMATS[path].media_type}; charset=utf-8",
-                    headers=headers)
 
 
 def _endpoint(path: str, source: str, reply: Callable[[str, BaseModel], Response] = _json_reply) -> Any:

@@ -21,10 +21,10 @@ from clustertwin.safety import one_line
 
 def run(path: str, options: dict[str, Any], out: IO[str]) -> None:
     """Run the command at ``path`` for ``options`` (validated again by its request model), reporting on ``out``."""
-    from clustertwin.web.app import run_command
     from clustertwin.web.commands import DOWNLOADS, JOB_PROGRESS
     from clustertwin.web.downloads import download
     from clustertwin.web.params import request_model
+    from clustertwin.web.replies import run_command
 
     def send(message: dict[str, Any]) -> None:
         out.write(json.dumps(message, separators=(",", ":")) + "\n")

@@ -37,10 +37,10 @@ from starlette.concurrency import run_in_threadpool
 
 from clustertwin.errors import ClusterTwinError
 from clustertwin.safety import one_line
-from clustertwin.web.app import download_response, error_body
 from clustertwin.web.commands import COMMANDS, DOWNLOADS, command_of, params_of
 from clustertwin.web.downloads import DownloadResult
 from clustertwin.web.params import request_model
+from clustertwin.web.replies import download_response, error_body
 
 MAX_RUNNING = 2
 """Jobs that run at once (each a process; the rest wait, queued)."""
