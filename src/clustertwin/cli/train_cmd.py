@@ -182,9 +182,12 @@ def estimate_command(
 
         notes.append(write_timeline(e, m, timeline))
     if trace_out:
-        from clustertwin.cli.train_run import attention_seconds, write_traces
+        from clustertwin.cli.common import load_calibration
+        from clustertwin.cli.train_run import path_inputs, write_traces
+        from clustertwin.profile.synth import estimate_attention_s
 
-        attention_s = attention_seconds(e, m, c, calibration, force, placement, dataset)
+        attention_s = estimate_attention_s(e, m, c, load_calibration(calibration, c, force),
+                                           **path_inputs(placement, dataset, c.nodes))
         notes.append(write_traces(e, m, trace_out, attention_s))
     if json_out:
         print_json(estimate_json(e, ttt, rel))

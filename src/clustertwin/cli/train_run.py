@@ -195,25 +195,3 @@ def write_traces(e: Any, m: Any, folder: str, attention_s: float = 0.0) -> str:
     return (f"profiler traces: {folder}/rank{{{','.join(map(str, ranks))}}}.json.gz (3 predicted steps each; "
             f"read with clustertwin profile)")
 
-
-def attention_seconds(e: Any, m: Any, c: Any, calibration: str | None, force: bool, placement: str,
-                      dataset: str) -> float:
-    """The attention kernels' seconds of estimate ``e``'s compute term at its own layout
-    (:func:`clustertwin.profile.fit.with_attention`: the estimate again at a higher attention efficiency)."""
-    from clustertwin.profile.fit import with_attention
-    from clustertwin.specs import ParallelismSpec
-    from clustertwin.specs.calibration import Calibration
-    from clustertwin.train import estimate
-
-    fields = {k: v for k, v in e.layout.items() if k in ParallelismSpec.model_fields}
-    par = ParallelismSpec(**fields, global_batch=e.global_batch, precision=e.precision,
-                          software_stack=e.software_stack)
-    cal = load_calibration(calibration, c, force)
-    base = cal.model_dump() if cal is not None else {}
-    train = dict(base.get("train") or {})
-    inputs = path_inputs(placement, dataset, c.nodes)
-
-    def predict(over: dict[str, float]) -> dict[str, float]:
-        return estimate(m, c, par, calibration=Calibration(**{**base, "train": over}), **inputs).breakdown
-
-    return with_attention(predict)(train)["attention"]

@@ -106,3 +106,23 @@ def synth_traces(est: Any, model_layers: int, steps: int = 3, attention_s: float
                      "otherData": {"synthesized_from": "clustertwin train estimate", "step_time_s": est.step_time_s,
                                    "breakdown": est.breakdown}})
     return docs
+
+
+def estimate_attention_s(est: Any, model: Any, cluster: Any, calibration: Any = None, **inputs: Any) -> float:
+    """The attention kernels' seconds of estimate ``est``'s compute term at its own layout (the ``attention_s``
+    of :func:`synth_traces`): :func:`~clustertwin.profile.fit.with_attention` on the estimate again at a
+    higher attention efficiency. ``inputs``: the estimate's placement and dataset."""
+    from clustertwin.profile.fit import with_attention
+    from clustertwin.specs import ParallelismSpec
+    from clustertwin.specs.calibration import Calibration
+    from clustertwin.train import estimate
+
+    fields = {k: v for k, v in est.layout.items() if k in ParallelismSpec.model_fields}
+    par = ParallelismSpec(**fields, global_batch=est.global_batch, precision=est.precision,
+                          software_stack=est.software_stack)
+    base = calibration.model_dump() if calibration is not None else {}
+
+    def predict(over: dict[str, float]) -> dict[str, float]:
+        return estimate(model, cluster, par, calibration=Calibration(**{**base, "train": over}), **inputs).breakdown
+
+    return with_attention(predict)(dict(base.get("train") or {}))["attention"]
