@@ -29,7 +29,6 @@ RUN_OPTIONS = ("--seq-len", "--precision", "--stack", "--strict-layout", "--glob
 EXEMPT: dict[tuple[tuple[str, ...], str], str] = {
     (("train", "search"), "--strict-layout"): "it searches every field not given; that is the command",
     (("train", "scale"), "--strict-layout"): "it searches every field not given at each GPU count",
-    (("train", "scale"), "--stack"): "train.scale has no software-stack input (its search runs the default stack)",
     (("deploy", "slurm"), "--strict-layout"): "the job runs the layout as given (literal, as --strict-layout); "
                                              "--from-search pins the given fields and searches the rest",
     (("deploy", "k8s"), "--strict-layout"): "as deploy slurm",
@@ -258,3 +257,15 @@ def test_old_layout_spelling_warns_where_it_was_taken(cli) -> None:
     assert r.code == 0, r.stderr
     assert "sequence_parallel=false" in r.stdout
     assert "warning: --no-sp is deprecated; use --no-sequence-parallel" in r.stderr
+
+
+def test_a_batch_the_literal_dp_does_not_divide_is_searched(cli) -> None:
+    """1,000,000 sequences on 1,024 GPUs: dp = 1,024 (the literal default) does not divide the batch, but
+    dp = 64 with tp x pp x cp = 16 does; the search finds it, --strict-layout still refuses the default."""
+    r = cli("train", "estimate", "--gpus", "1024", "-b", "1000000", "--json")
+    assert r.code == 0, r.stderr
+    lay = json.loads(r.stdout)["layout"]
+    assert 1_000_000 % (lay["micro_batch"] * lay["dp"]) == 0
+    assert lay["tp"] * lay["pp"] * lay["cp"] * lay["dp"] == 1024
+    strict = cli("train", "estimate", "--gpus", "1024", "-b", "1000000", "--strict-layout")
+    assert strict.code != 0 and "not divisible by micro_batch x dp = 1 x 1024" in strict.stderr

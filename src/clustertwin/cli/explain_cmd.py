@@ -127,7 +127,7 @@ def explain_result(*, cluster: str, model: str, global_batch: int, gpus: int | N
         m = m.model_copy(update={"seq_len": seq_len})
     fields = layout_from_params(args)
     par = resolve_layout(fields, c, m, gpus=gpus or c.total_gpus, global_batch=global_batch, precision=precision,
-                         stack=stack) if fields else None
+                         stack=stack, searched=not strict_layout) if fields else None
     if dataset in ("none", ""):
         raise SpecError("--dataset none: explain walks the path from storage, it needs what the job reads")
     chosen: dict[str, Any] = {}

@@ -150,10 +150,11 @@ def any_given(fields: dict[str, Any]) -> bool:
 
 
 def resolve_layout(fields: dict[str, Any], cluster: Any, model: Any, *, gpus: int, global_batch: int,
-                   precision: str, stack: str, calibration: Any = None) -> ParallelismSpec:
+                   precision: str, stack: str, calibration: Any = None, searched: bool = False) -> ParallelismSpec:
     """The layout the options describe on ``gpus`` GPUs, completed as :func:`resolve_parallelism` does for
     the run's software stack; a pipeline layout string is checked against the model before anything is
-    expanded (its errors name ``--pipeline-layout``)."""
+    expanded (its errors name ``--pipeline-layout``). ``searched``: the caller completes the layout by
+    search (:func:`completed_layout` without ``strict``), so the literal defaults are placeholders."""
     from clustertwin.train.layout_string import parse_pipeline_layout
     from clustertwin.train.params import resolve_params
     from clustertwin.train.resolve import resolve_parallelism
@@ -161,7 +162,7 @@ def resolve_layout(fields: dict[str, Any], cluster: Any, model: Any, *, gpus: in
 
     par = resolve_parallelism({**fields, "global_batch": global_batch, "precision": precision,
                                "software_stack": stack}, gpus, prefix=(),
-                              stack=resolve_stack(stack, cluster, resolve_params(None, calibration)))
+                              stack=resolve_stack(stack, cluster, resolve_params(None, calibration)), searched=searched)
     if par.pipeline_layout:
         parse_pipeline_layout(par.pipeline_layout, par.pp, par.vpp, model.layers, path=("--pipeline-layout",))
     return par

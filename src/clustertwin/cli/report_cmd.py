@@ -110,7 +110,7 @@ def report_command(
     par, chosen = None, {}
     if fields:
         par = resolve_layout(fields, spec, mdl, gpus=spec.total_gpus, global_batch=global_batch,
-                             precision=precision, stack=stack)
+                             precision=precision, stack=stack, searched=not strict_layout)
         par, chosen = completed_layout(par, fields, spec, mdl, gpus=spec.total_gpus, strict=strict_layout)
     opts = ReportOptions(global_batch=global_batch, precision=precision, tokens=tokens, trials=trials, seed=seed,
                          trace=trace, trace_format=trace_format, policies=tuple(policy), infer=settings,

@@ -304,6 +304,7 @@ def scale_command(
     placement: str = PlacementOpt,
     dataset: str = DatasetOpt,
     force: bool = ForceCalOpt,
+    stack: str = StackOpt,
     json_out: bool = JsonOpt,
 ) -> None:
     """Throughput and scaling efficiency from one node to N GPUs, with the loss attributed to

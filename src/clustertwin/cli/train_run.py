@@ -58,7 +58,7 @@ def estimate_result(*, cluster: str, model: str, gpus: int | None, global_batch:
     cal = load_calibration(calibration, c, force)
     fields = layout_from_params(args)
     par = resolve_layout(fields, c, m, gpus=gpus or c.total_gpus, global_batch=global_batch, precision=precision,
-                         stack=stack, calibration=cal)
+                         stack=stack, calibration=cal, searched=not strict_layout)
     if with_failures and not tokens:
         raise SpecError("--with-failures needs a token budget (--tokens)")
     inputs = path_inputs(placement, dataset, c.nodes)
@@ -141,7 +141,7 @@ def search_json(res: Any, ttt: Any) -> dict[str, Any]:
 
 def scale_result(*, cluster: str, model: str, max_gpus: int | None, start_gpus: int | None, global_batch: int,
                  seq_len: int | None, precision: str, tokens: float | None, usd_per_gpu_hour: float,
-                 calibration: str | None, placement: str, dataset: str, force: bool,
+                 calibration: str | None, placement: str, dataset: str, force: bool, stack: str = "auto",
                  **layout: Any) -> tuple[Any, list[Any]]:
     """(scaling result, time to train per point) of ``train scale``'s arguments (``layout``: the layout
     options, pinned at every GPU count as ``train search`` pins them)."""
@@ -156,7 +156,7 @@ def scale_result(*, cluster: str, model: str, max_gpus: int | None, start_gpus: 
     if fixed.get("pipeline_layout"):
         raise SpecError("--pipeline-layout fixes one stage plan: give it to train estimate, not scale")
     res = scale(m, c, global_batch=global_batch, max_gpus=max_gpus, start_gpus=start_gpus, precision=precision,
-                fixed=fixed or None, calibration=load_calibration(calibration, c, force),
+                fixed=fixed or None, calibration=load_calibration(calibration, c, force), software_stack=stack,
                 **path_inputs(placement, dataset, c.nodes))
     return res, [time_to_train(p.estimate, tokens, c, usd_per_gpu_hour) if (tokens and p.estimate) else None
                  for p in res.points]

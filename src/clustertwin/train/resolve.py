@@ -37,13 +37,17 @@ def default_zero(dp: int, cp: int = 1, stack: Stack | None = None) -> int:
 
 
 def resolve_parallelism(fields: Mapping[str, Any], gpus: int | None = None,
-                        prefix: tuple[str, ...] = ("parallelism",), stack: Stack | None = None) -> ParallelismSpec:
+                        prefix: tuple[str, ...] = ("parallelism",), stack: Stack | None = None,
+                        searched: bool = False) -> ParallelismSpec:
     """A ParallelismSpec from the given ``fields`` (ParallelismSpec names; None = not given) completed
     with the defaults of the module docstring on ``gpus`` GPUs for ``stack`` (the run's software stack,
-    :func:`clustertwin.train.stack.resolve_stack`). SpecError on bad input."""
+    :func:`clustertwin.train.stack.resolve_stack`). SpecError on bad input. ``searched``: the fields not
+    given are placeholders that a search replaces (:mod:`clustertwin.train.complete`), so a derived ``dp``
+    that does not divide the global batch is not an error here (the search picks one that does)."""
     raw = {k: v for k, v in fields.items() if v is not None}
     tp, pp, cp = (int(raw.get(k, 1)) for k in ("tp", "pp", "cp"))
-    if "dp" not in raw:
+    derived = "dp" not in raw
+    if derived:
         if gpus is None:
             raise SpecError("dp is not given and no GPU count to derive it from", path=(*prefix, "dp"))
         split = tp * pp * cp
@@ -52,4 +56,7 @@ def resolve_parallelism(fields: Mapping[str, Any], gpus: int | None = None,
         raw["dp"] = gpus // split
     raw.setdefault("sequence_parallel", default_sequence_parallel(tp, stack))
     raw.setdefault("zero", default_zero(int(raw["dp"]), cp, stack))
+    if searched and derived:
+        dp = raw.pop("dp")
+        return build(ParallelismSpec, raw, prefix=prefix).model_copy(update={"dp": dp})
     return build(ParallelismSpec, raw, prefix=prefix)

@@ -137,10 +137,11 @@ def scale(model: ModelSpec, cluster: ClusterSpec, *, global_batch: int, max_gpus
           start_gpus: int | None = None, precision: str = "bf16", seq_len: int | None = None,
           fixed: dict[str, Any] | None = None, params: TrainParams | None = None,
           calibration: Calibration | None = None, placement="contiguous",
-          dataset=DEFAULT_DATASET) -> ScaleResult:
+          dataset=DEFAULT_DATASET, software_stack: str = "auto") -> ScaleResult:
     """Best layout and scaling efficiency at each doubling of the GPU count (``placement`` and
     ``dataset`` as :func:`~clustertwin.train.estimate.estimate`; an explicit node list serves every
-    count with its first nodes)."""
+    count with its first nodes; ``software_stack``: the run's stack, as :func:`~clustertwin.train.search.search`
+    takes it)."""
     top = cluster.total_gpus if max_gpus is None else max_gpus
     first = cluster.node.gpus if start_gpus is None else start_gpus
     if min(top, first) < 1:
@@ -154,7 +155,7 @@ def scale(model: ModelSpec, cluster: ClusterSpec, *, global_batch: int, max_gpus
     for n in gpu_counts(first, top):
         res = search(model, cluster, global_batch=global_batch, gpus=n, precision=precision, seq_len=seq_len,
                      fixed=fixed, top=1, params=params, calibration=calibration, placement=placement,
-                     dataset=dataset)
+                     dataset=dataset, software_stack=software_stack)
         e = res.best
         if e is None:
             points.append(ScalePoint(n, None, None, note=f"no fitting layout ({res.no_fit_reason})"))
