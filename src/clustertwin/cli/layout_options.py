@@ -154,7 +154,7 @@ def resolve_layout(fields: dict[str, Any], cluster: Any, model: Any, *, gpus: in
     """The layout the options describe on ``gpus`` GPUs, completed as :func:`resolve_parallelism` does for
     the run's software stack; a pipeline layout string is checked against the model before anything is
     expanded (its errors name ``--pipeline-layout``). ``searched``: the caller completes the layout by
-    search (:func:`completed_layout` without ``strict``), so the literal defaults are placeholders."""
+    search (:func:`completed_layout` without ``strict``), so the literal defaults are provisional."""
     from clustertwin.train.layout_string import parse_pipeline_layout
     from clustertwin.train.params import resolve_params
     from clustertwin.train.resolve import resolve_parallelism

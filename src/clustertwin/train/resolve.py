@@ -42,7 +42,7 @@ def resolve_parallelism(fields: Mapping[str, Any], gpus: int | None = None,
     """A ParallelismSpec from the given ``fields`` (ParallelismSpec names; None = not given) completed
     with the defaults of the module docstring on ``gpus`` GPUs for ``stack`` (the run's software stack,
     :func:`clustertwin.train.stack.resolve_stack`). SpecError on bad input. ``searched``: the fields not
-    given are placeholders that a search replaces (:mod:`clustertwin.train.complete`), so a derived ``dp``
+    given are provisional: a search replaces them (:mod:`clustertwin.train.complete`), so a derived ``dp``
     that does not divide the global batch is not an error here (the search picks one that does)."""
     raw = {k: v for k, v in fields.items() if v is not None}
     tp, pp, cp = (int(raw.get(k, 1)) for k in ("tp", "pp", "cp"))
