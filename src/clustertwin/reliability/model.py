@@ -260,7 +260,7 @@ def estimate(
         restart_s=restart, replace_s=params.replace_s, policy=pol, hot_spares=k, repair_s=repair_s,
         elastic_unit_fraction=1.0 / nodes, elastic_min_fraction=params.elastic_min_fraction,
         interval_s=tau, snapshot_s=ck.snapshot_s, write_s=ck.write_s, async_checkpoint=async_checkpoint,
-        rate_log_sd=rate_range.log_sd if rate_range is not None else 0.0,
+        rate_log_sd=rate_range.draw_sd if rate_range is not None else 0.0,
     )
     ana = analytic(scn)
     ana_range = None

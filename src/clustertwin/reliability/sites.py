@@ -9,8 +9,10 @@ so Llama 3's own factor is 1 and a site's other published figures can be predict
 (validation/reliability_field.yaml). Across sites the factor is log-normal: by GPU generation
 ``ln f ~ N(μ_gen, σ)``, ``μ_gen`` the mean of ``ln f`` over the generation's sites (all sites when the
 generation has none), ``σ`` the pooled within-generation standard deviation (degrees of freedom
-``Σ (n_gen − 1)``). Predictions report the median ``e^μ`` and the 10th–90th percentiles
-``e^{μ ± 1.2816 σ}``; the Monte Carlo draws one factor per trial from the same distribution.
+``Σ (n_gen − 1)``). Predictions report the median ``e^μ`` and the 10th–90th percentiles; for a site
+without figures of its own that is the Student-t prediction interval ``e^{μ ± t_{0.9,ν} σ sqrt(1 + 1/n)}``
+(``n`` sites in the median; :class:`RateRange`), for a named site ``e^{μ ± 1.2816 σ}``. The Monte Carlo
+draws one factor per trial spanning the same range.
 
 Quantities: ``unexpected`` (all unplanned interruptions of the job), ``gpu`` (GPU and GPU-memory
 classes), ``hardware`` (every class but software and planned), ``nic_link`` (per-port NIC and
@@ -119,14 +121,40 @@ def generation_of(arch: str) -> str:
 
 @dataclass(frozen=True)
 class RateRange:
-    """The site-factor distribution a prediction uses: median, 10th and 90th percentiles."""
+    """The site-factor distribution a prediction uses: median, 10th and 90th percentiles.
+
+    For a site without its own figures (``predictive``) the range is the Student-t prediction interval of
+    a new draw from the sites measured: ``ln p90/p50 = t_{0.9, ν} σ sqrt(1 + 1/n)``, ``n`` the sites the
+    median is taken over and ``ν`` the pooled degrees of freedom of ``σ`` (the textbook interval for one
+    new observation of a normal sample with estimated mean and spread, e.g. NIST/SEMATECH e-Handbook
+    7.2.2); with ``ν = 0`` or a named site it is ``Z90 σ``."""
 
     generation: str | None
     sites: tuple[str, ...]
     """Sites the median is taken over (one id when the prediction is for a named site)."""
     log_mean: float
     log_sd: float
-    """Pooled σ of ``ln f`` across sites (the Monte Carlo draws with it)."""
+    """Pooled σ of ``ln f`` across sites."""
+    dof: int = 0
+    """Degrees of freedom of ``log_sd`` (``Σ (n_gen − 1)``)."""
+    predictive: bool = False
+    """True when the prediction is for a site not among :attr:`sites` (the t interval applies)."""
+
+    @property
+    def half_width(self) -> float:
+        """``ln(p90 / p50)``: ``t_{0.9, ν} σ sqrt(1 + 1/n)`` when :attr:`predictive` and ``ν > 0``, else
+        ``Z90 σ``."""
+        if not (self.predictive and self.dof > 0):
+            return Z90 * self.log_sd
+        from scipy.special import stdtrit  # lazy: the CLI's start-up does not pay for scipy
+
+        return float(stdtrit(self.dof, 0.9)) * self.log_sd * math.sqrt(1.0 + 1.0 / len(self.sites))
+
+    @property
+    def draw_sd(self) -> float:
+        """σ of the normal the Monte Carlo draws ``ln f`` from (truncated at ``±Z90``), so its draws span
+        exactly p10–p90: ``half_width / Z90``."""
+        return self.half_width / Z90
 
     @property
     def p50(self) -> float:
@@ -134,15 +162,16 @@ class RateRange:
 
     @property
     def p10(self) -> float:
-        return math.exp(self.log_mean - Z90 * self.log_sd)
+        return math.exp(self.log_mean - self.half_width)
 
     @property
     def p90(self) -> float:
-        return math.exp(self.log_mean + Z90 * self.log_sd)
+        return math.exp(self.log_mean + self.half_width)
 
     def to_dict(self) -> dict[str, object]:
         return {"generation": self.generation, "sites": list(self.sites), "factor_p10": self.p10,
-                "factor_p50": self.p50, "factor_p90": self.p90, "log_sd": self.log_sd}
+                "factor_p50": self.p50, "factor_p90": self.p90, "log_sd": self.log_sd, "dof": self.dof,
+                "interval": "student-t prediction" if self.predictive and self.dof > 0 else "normal"}
 
 
 @functools.cache
@@ -150,9 +179,9 @@ def _log_factors() -> dict[str, float]:
     return {s.id: math.log(site_factor(s)) for s in SITES}
 
 
-def _pooled_sd(ids: list[str]) -> float:
+def _pooled_sd(ids: list[str]) -> tuple[float, int]:
     """Pooled within-generation standard deviation of ``ln f`` over the sites ``ids`` (generations with two
-    or more of them; degrees of freedom ``Σ (n_gen − 1)``)."""
+    or more of them) and its degrees of freedom ``Σ (n_gen − 1)``."""
     logs = _log_factors()
     chosen = [s for s in SITES if s.id in ids]
     ss, dof = 0.0, 0
@@ -162,12 +191,12 @@ def _pooled_sd(ids: list[str]) -> float:
             m = sum(xs) / len(xs)
             ss += sum((x - m) ** 2 for x in xs)
             dof += len(xs) - 1
-    return math.sqrt(ss / dof) if dof else 0.0
+    return (math.sqrt(ss / dof) if dof else 0.0), dof
 
 
 def pooled_log_sd() -> float:
     """Pooled within-generation standard deviation of ``ln f`` (generations with two or more sites)."""
-    return _pooled_sd(list(SITE_IDS))
+    return _pooled_sd(list(SITE_IDS))[0]
 
 
 def rate_range(generation: str | None = None, site_id: str | None = None,
@@ -180,16 +209,16 @@ def rate_range(generation: str | None = None, site_id: str | None = None,
     if exclude is not None:
         site(exclude)
     pool = [i for i in SITE_IDS if i != exclude]
-    sd = _pooled_sd(pool)
+    sd, dof = _pooled_sd(pool)
     if site_id is not None:
         s = site(site_id)
         if s.id == exclude:
             raise SpecError(f"site '{site_id}' is the one left out")
-        return RateRange(s.generation, (s.id,), logs[s.id], sd)
+        return RateRange(s.generation, (s.id,), logs[s.id], sd, dof)
     gen = generation_of(generation) if generation else None
     by_id = {s.id: s for s in SITES}
     ids = [i for i in pool if gen is not None and by_id[i].generation == gen] or pool
-    return RateRange(gen, tuple(ids), sum(logs[i] for i in ids) / len(ids), sd)
+    return RateRange(gen, tuple(ids), sum(logs[i] for i in ids) / len(ids), sd, dof, predictive=True)
 
 
 def fleet_model(generation: str | None = None, site_id: str | None = None,
@@ -234,5 +263,5 @@ def leave_one_out() -> list[dict[str, object]]:
         ratio = math.exp(rr.log_mean - logs[s.id])  # predicted factor / the site's own
         err = (1.0 / ratio if s.quantity == "mttf_h" else ratio) - 1.0
         out.append({"site": s.id, "generation": s.generation, "peers": list(rr.sites),
-                    "rel_error": err, "in_range": abs(logs[s.id] - rr.log_mean) <= Z90 * rr.log_sd})
+                    "rel_error": err, "in_range": abs(logs[s.id] - rr.log_mean) <= rr.half_width})
     return out
