@@ -298,6 +298,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--list", action="store_true", help="list the examples (and their markers) without running")
     args = ap.parse_args(argv)
     files = [f.resolve() for f in args.files] or [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    missing = [str(f) for f in files if not f.is_file()]
+    if missing:
+        print(f"check_doc_examples: no such Markdown file: {', '.join(missing)}", file=sys.stderr)
+        return 2
     if args.list:
         for f in files:
             for ex in examples(f):
