@@ -107,3 +107,37 @@ def test_real_pai2023_trace_counts():
     assert tr.report.malformed == 0
     nodes = C.from_node_list(need_shared(PAI / "openb_node_list_gpu_node.csv"))
     assert (nodes.nodes, nodes.total_gpus) == (1213, 6212)
+
+
+_SWF_MIXED = """; a well-formed file with every kind of exceptional line
+1 0 5 100 8 -1 -1 8 200 -1 1 1 -1 -1 1 -1 -1 -1
+2 10 5 nan 8 -1 -1 8 200 -1 1 2 -1 -1 1 -1 -1 -1
+3 20 5 100 8 -1 -1 8 200 -1 2 2 -1 -1 1 -1 -1 -1
+4 -5 5 100 8 -1 -1 8 200 -1 1 2 -1 -1 1 -1 -1 -1
+5 30 5 -1 8 -1 -1 8 200 -1 1 2 -1 -1 1 -1 -1 -1
+6 40 5 100 0 -1 -1 0 200 -1 1 3 -1 -1 1 -1 -1 -1
+7 60 5 100 8 -1 -1 -1 -1 -1 1 3 -1 -1 -3.7 -1 -1 -1
+8 60 5 1e99 8 -1 -1 8 -1 -1 1 3 -1 -1 2 -1 -1 -1
+9 0 5 100 8 -1 -1 99999999 200 -1 1 1 -1 -1 1 -1 -1 -1
+10 0 5 100 4 -1 -1 16 300 -1 1 1 -1 -1 7 -1 -1 -1
+"""
+
+
+def test_swf_bulk_path_matches_the_per_line_path(tmp_path):
+    """The vectorised reader (all lines 18 numbers) and the per-line one (forced by one short line at the
+    end) give the same jobs, in the same order, and the same report but for that line."""
+    bulk, per_line = tmp_path / "bulk.swf", tmp_path / "per_line.swf"
+    bulk.write_text(_SWF_MIXED)
+    per_line.write_text(_SWF_MIXED + "11 0 5 100 8 -1 -1 8\n")
+    a, b = readers.read_swf(bulk), readers.read_swf(per_line)
+    assert a.jobs.ids == b.jobs.ids == ("1", "10", "7")  # sorted by submit time, file order on ties
+    for f in ("submit_s", "runtime_s", "limit_s", "gpus_per_unit", "user", "priority"):
+        assert getattr(a.jobs, f).tolist() == getattr(b.jobs, f).tolist(), f
+    assert a.jobs.priority.tolist() == [1, 7, 0] and a.jobs.limit_s.tolist() == [200.0, 300.0, 100.0]
+    assert a.jobs.gpus_per_unit.tolist() == [8.0, 16.0, 8.0]  # requested (field 8), else allocated (field 5)
+    assert a.report.excluded == b.report.excluded and sum(a.report.excluded.values()) == 3
+    assert a.report.malformed == 4 and b.report.malformed == 5
+    assert a.report.malformed_examples == b.report.malformed_examples[:4]
+    assert a.report.malformed_examples[0] == "line 3: field 4 'nan' is not finite"
+    with pytest.raises(SpecError, match="line 3: field 4"):
+        readers.read_swf(bulk, strict=True)

@@ -34,9 +34,9 @@ from clustertwin.sched.sacct import (  # noqa: F401 (re-exported)
     parse_slurm_duration,
     read_sacct,
 )
+from clustertwin.sched.swf import SWF_FIELDS, SWF_PARTIAL_STATUS, SWF_UNKNOWN, read_swf  # noqa: F401 (re-exported)
 from clustertwin.sched.trace_io import (
     MAX_GPUS_PER_JOB,
-    MAX_TIME_S,
     LineCounter,
     finish_report,
     fixed_width_rows,
@@ -49,67 +49,9 @@ FORMATS = ("swf", "pai2023", "pai2020", "philly", "helios", "sacct", "synthetic"
 
 PAI2020_PLAN_GPU_PER_GPU = 100.0
 """PAI 2020 ``plan_gpu`` is in percent of one GPU (50 = half a GPU)."""
-SWF_FIELDS = 18
-SWF_PARTIAL_STATUS = (2, 3, 4)
-"""SWF field 11 values of partial-execution lines (checkpointed or swapped jobs), Feitelson's SWF 2.2."""
-SWF_UNKNOWN = -1
 PAI2023_QOS_PRIORITY = {"LS": 3, "Guaranteed": 2, "Burstable": 1, "BE": 0}
 """Kubernetes/PAI QoS classes as priorities: latency-sensitive above guaranteed above burstable above
 best-effort (the order PAI preempts in)."""
-
-
-# ---------------------------------------------------------------------------------------------- SWF
-def read_swf(path: str | Path, *, strict: bool = False) -> Trace:
-    """Standard Workload Format v2.2: 18 whitespace-separated fields, ``;`` comments, -1 unknown.
-    Processors (requested, field 8, else allocated, field 5) are read as GPUs; runtime field 4; requested
-    time field 9 is the limit; user field 12; queue field 15 is the priority."""
-    p = open_trace(path)
-    lines = LineCounter(p, "swf", strict)
-    rows = JobRows()
-    for line_no, raw in enumerate(parse.read_lines(p), start=1):
-        text = raw.strip()
-        if not text or text.startswith(";"):
-            continue
-        lines.report.lines += 1
-        parts = text.split()
-        if len(parts) != SWF_FIELDS:
-            lines.bad(line_no, f"expected {SWF_FIELDS} fields, got {len(parts)}", parse.FIELD_COUNT)
-            continue
-        try:
-            f = list(map(float, parts))  # fast path: all numbers, finite and in range (else checked field by field)
-            total = sum(f)
-            if not (math.isfinite(total) and max(f) <= MAX_TIME_S and min(f) >= -MAX_TIME_S):
-                raise ValueError
-        except ValueError:
-            try:
-                f = [parse_num(x, f"field {i + 1}") for i, x in enumerate(parts)]
-            except ValueError as e:
-                lines.bad(line_no, str(e), getattr(e, "cause", "malformed"))
-                continue
-        submit, run, alloc_p, req_p, req_t = f[1], f[3], f[4], f[7], f[8]
-        procs = req_p if req_p > 0 else alloc_p
-        status = int(f[10])
-        if submit < 0:
-            lines.bad(line_no, "submit time (field 2) is negative", parse.OUT_OF_RANGE)
-            continue
-        if procs > MAX_GPUS_PER_JOB:
-            lines.bad(line_no, f"processors {procs:g} above {MAX_GPUS_PER_JOB:,}", parse.OUT_OF_RANGE)
-            continue
-        if status in SWF_PARTIAL_STATUS:
-            # SWF 2.2 field 11: 2 = a partial execution of a checkpointed job (one line per part),
-            # 3 = its last part, 4 = a job that failed after partial runs: the job line (status 0/1/5)
-            # already accounts for the whole job, so the parts are not jobs of their own
-            lines.exclude("partial execution (SWF status 2-4)")
-            continue
-        if run < 0:
-            lines.exclude("no runtime")
-            continue
-        if procs <= 0:
-            lines.exclude("no processors")
-            continue
-        rows.add(parts[0], submit, run, int(procs), limit_s=req_t if req_t > 0 else None,
-                 user=parts[11], priority=max(int(f[14]), 0))
-    return finish_report(rows, lines)
 
 
 # ---------------------------------------------------------------------------------------------- PAI 2023
