@@ -144,9 +144,9 @@ class ClusterState:
         self._top = self._free.max(axis=1)
         self._tot = self._free.sum(axis=1)
         self.up = np.ones(n, dtype=bool)
-        # The per-node state lives in Python lists (cheap per-node reads and updates); the arrays ``free``,
-        # ``whole``, ``top`` and ``tot`` are brought up to date for the nodes changed since (``_dirty``)
-        # when next read.
+        # The per-node state lives in Python lists (cheap per-node reads and updates); the arrays ``free``
+        # and ``top`` are brought up to date for the nodes changed since (``_dirty``) when next read;
+        # ``whole`` and ``tot`` (read by every placement) are updated in place with the lists.
         self.rows: list[list[int]] = self._free.tolist()
         """``rows[n]``: ``free[n]`` as a list."""
         self.whole_l: list[int] = self._whole.tolist()
@@ -184,9 +184,7 @@ class ClusterState:
         self._dirty.clear()
         rows = [self.rows[n] for n in idx]
         self._free[idx] = rows
-        self._whole[idx] = [self.whole_l[n] for n in idx]
         self._top[idx] = [max(r) for r in rows]
-        self._tot[idx] = [sum(r) for r in rows]
 
     @property
     def free(self) -> np.ndarray:
@@ -196,9 +194,7 @@ class ClusterState:
 
     @property
     def whole(self) -> np.ndarray:
-        if self._dirty:
-            self._sync()
-        return self._whole
+        return self._whole  # kept current by every update (read on every placement: no sync)
 
     @property
     def top(self) -> np.ndarray:
@@ -208,20 +204,21 @@ class ClusterState:
 
     @property
     def tot(self) -> np.ndarray:
-        if self._dirty:
-            self._sync()
-        return self._tot
+        return self._tot  # kept current by every update
 
     # ------------------------------------------------------------------ updates
     def _set_row(self, n: int, row: list[int]) -> None:
         """Node ``n``'s free slots become ``row`` (a node failure or repair)."""
-        self.free_total += sum(row) - sum(self.rows[n])
+        total = sum(row)
+        self.free_total += total - sum(self.rows[n])
         self.rows[n] = row
         self._dirty.add(n)
+        self._tot[n] = total
         w = row.count(MILLI_PER_GPU)
         old = self.whole_l[n]
         if old != w:
             self.whole_l[n] = w
+            self._whole[n] = w
             self.whole_sum += w - old
             self.whole_count[old] -= 1
             self.whole_count[w] += 1
@@ -240,7 +237,7 @@ class ClusterState:
         """Take (``sign=-1``) or give back (``sign=+1``) an allocation."""
         rows = self.rows
         whole_l, count, eq, ge, span = self.whole_l, self.whole_count, self.whole_eq, self.whole_ge, self._ge_span
-        bits = self._bit
+        bits, whole_a, tot_a = self._bit, self._whole, self._tot
         self._dirty.update(alloc.node_list)
         moved = 0
         groups = alloc.groups
@@ -255,6 +252,8 @@ class ClusterState:
                 old = whole_l[n]
                 w = old + sign * len(slots)
                 whole_l[n] = w
+                whole_a[n] = w
+                tot_a[n] += (w - old) * MILLI_PER_GPU
                 moved += w - old
                 count[old] -= 1
                 count[w] += 1
@@ -272,11 +271,13 @@ class ClusterState:
         else:  # fractional GPUs: recount each node's wholly free GPUs
             for n, s, m in alloc.entries:
                 rows[n][s] += sign * m
+                tot_a[n] += sign * m
             for n in alloc.node_list:
                 w = rows[n].count(MILLI_PER_GPU)
                 old = whole_l[n]
                 if old != w:
                     whole_l[n] = w
+                    whole_a[n] = w
                     moved += w - old
                     count[old] -= 1
                     count[w] += 1
