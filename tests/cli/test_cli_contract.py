@@ -83,6 +83,8 @@ def _canonical() -> dict[str, typer.models.OptionInfo]:
     for value in vars(layout_options).values():
         if isinstance(value, typer.models.OptionInfo):
             out[value.param_decls[0].split("/")[0]] = value
+    for field, option in layout_options.LAYOUT_OPTIONS.items():  # declared by the layout_options decorator
+        out[option] = layout_options.layout_option(field)
     return out
 
 

@@ -6,13 +6,24 @@ effect on every command that takes it; and a layout estimated with ``train estim
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
+from pathlib import Path
 
 import pytest
 from tests.conftest import FIXTURES
 
-from clustertwin.cli.layout_options import LAYOUT_OPTIONS, field_help, layout_fields
+from clustertwin.cli import layout_options as layout_options_module
+from clustertwin.cli.layout_options import (
+    LAYOUT_OPTIONS,
+    LAYOUT_PARAMS,
+    LayoutOpts,
+    command_args,
+    field_help,
+    layout_fields,
+    layout_options,
+)
 from clustertwin.cli.main import COMMANDS, _load
 from clustertwin.specs import ParallelismSpec
 
@@ -117,6 +128,33 @@ def test_every_command_with_a_layout_option_is_in_the_contract() -> None:
             if opts & marks and path not in covered:
                 assert path[0] in OTHER_LAYOUTS, f"{' '.join(path)} takes a layout option but is not in the contract"
     assert all(reason for reason in (*EXEMPT.values(), *OTHER_LAYOUTS.values(), *OPTIONAL_DEFAULT.values()))
+
+
+def test_the_layout_options_are_declared_once() -> None:
+    """Every layout command takes its layout options from ``layout_options`` (one ``layout`` parameter), in
+    the order of LAYOUT_OPTIONS; no command module declares a layout option's parameter by hand."""
+    order = [LAYOUT_OPTIONS[f] for f in LAYOUT_OPTIONS]
+    for path in LAYOUT_COMMANDS:
+        opts = [o for p in _command(path).params for o in p.opts if o in set(order)]
+        assert opts == order, path
+    cli_dir = Path(layout_options_module.__file__).parent
+    by_hand = re.compile(r"^\s+(" + "|".join(LAYOUT_PARAMS) + r"): (int|str|bool)\b.*= (\w+Opt\b|search_option\()", re.M)
+    for module in cli_dir.glob("*.py"):
+        assert not by_hand.search(module.read_text()), f"{module.name} declares a layout option by hand"
+
+
+def test_layout_options_hands_the_command_one_dict() -> None:
+    @layout_options()
+    def command(cluster: str = "c", layout: dict = LayoutOpts, json_out: bool = False) -> dict:
+        return {"cluster": cluster, "json_out": json_out, **layout}
+
+    params = list(inspect.signature(command).parameters)
+    assert params == ["cluster", *LAYOUT_PARAMS, "json_out"]
+    out = command(cluster="x", tp=4, sp=True)
+    assert out == {"cluster": "x", "json_out": False, **dict.fromkeys(LAYOUT_PARAMS), "tp": 4, "sp": True}
+    assert command_args({"cluster": "x", "layout": {"tp": 2}, "json_out": True}, "json_out") == {"cluster": "x", "tp": 2}
+    with pytest.raises(TypeError, match="no 'layout' parameter"):
+        layout_options()(lambda cluster="c": None)
 
 
 def test_layout_fields_maps_options_to_spec_fields() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import typer
@@ -19,29 +20,11 @@ from clustertwin.cli.common import (
     table,
 )
 from clustertwin.cli.layout_options import (
-    LAYOUT_PARAMS,
-    CpOpt,
-    DpOpt,
-    EmbeddingSplitOpt,
-    EpOpt,
-    EtpOpt,
-    FirstStageOpt,
-    LastStageOpt,
-    LossSplitOpt,
-    MicroBatchOpt,
-    MoeOverlapOpt,
-    PipelineLayoutOpt,
-    PpOpt,
+    LayoutOpts,
     PrecOpt,
-    RecomputeModulesOpt,
-    RecomputeNumLayersOpt,
-    RecomputeOpt,
     SeqOpt,
-    SpOpt,
     StackOpt,
-    TpOpt,
-    VppOpt,
-    ZeroOpt,
+    layout_options,
 )
 from clustertwin.comm import OPS, collective, nodes_placement
 from clustertwin.comm.nccl_tests import fit, format_log, read_logs
@@ -176,6 +159,7 @@ def comm_command(
                         rows))
 
 
+@layout_options()
 def calibrate_command(
     logs: list[Path] = typer.Argument(..., help="nccl-tests / rccl-tests output files, or with --profile "
                                       "PyTorch profiler / Nsight Systems traces (files or folders)."),
@@ -190,13 +174,7 @@ def calibrate_command(
     global_batch: int = typer.Option(None, "--global-batch", "-b", help="Sequences per optimizer step (--profile)."),
     seq_len: int | None = SeqOpt,
     precision: str = PrecOpt,
-    tp: int = TpOpt, pp: int = PpOpt, dp: int = DpOpt, cp: int = CpOpt, ep: int = EpOpt, etp: int = EtpOpt,
-    vpp: int = VppOpt, micro_batch: int = MicroBatchOpt, recompute: str = RecomputeOpt,
-    recompute_modules: str = RecomputeModulesOpt, recompute_num_layers: int = RecomputeNumLayersOpt,
-    zero: int = ZeroOpt, sp: bool = SpOpt, moe_overlap: str = MoeOverlapOpt,
-    first_stage_layers: int = FirstStageOpt, last_stage_layers: int = LastStageOpt,
-    embedding_in_split: bool = EmbeddingSplitOpt, loss_in_split: bool = LossSplitOpt,
-    pipeline_layout: str = PipelineLayoutOpt,
+    layout: dict[str, Any] = LayoutOpts,
     stack: str = StackOpt,
     calibration: str = typer.Option(None, "--calibration", help="Calibration file the fit starts from "
                                     "(--profile; its other figures are kept)."),
@@ -205,7 +183,6 @@ def calibrate_command(
     """Fit the twin's named parameters to your own measurements: the collective model to nccl-tests logs
     (--nccl-tests), or the training model's efficiency terms to profiler traces of your run (--profile);
     writes a Calibration that every command accepts with --calibration."""
-    layout = {k: v for k, v in locals().items() if k in LAYOUT_PARAMS}
     names = [n.strip() for n in fit_names.split(",") if n.strip()] if fit_names else None
     if nccl_tests and from_profile:
         raise SpecError("calibrate takes one source: --nccl-tests or --profile, not both")

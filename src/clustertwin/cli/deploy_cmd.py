@@ -21,31 +21,13 @@ from clustertwin.cli.common import (
     spec_option,
 )
 from clustertwin.cli.layout_options import (
-    LAYOUT_PARAMS,
-    CpOpt,
-    DpOpt,
-    EmbeddingSplitOpt,
-    EpOpt,
-    EtpOpt,
-    FirstStageOpt,
     GlobalBatchOpt,
-    LastStageOpt,
-    LossSplitOpt,
-    MicroBatchOpt,
-    MoeOverlapOpt,
-    PipelineLayoutOpt,
-    PpOpt,
+    LayoutOpts,
     PrecOpt,
-    RecomputeModulesOpt,
-    RecomputeNumLayersOpt,
-    RecomputeOpt,
     SeqOpt,
-    SpOpt,
     StackOpt,
-    TpOpt,
-    VppOpt,
-    ZeroOpt,
     layout_from_params,
+    layout_options,
     resolve_layout,
 )
 from clustertwin.cli.option_errors import option_names
@@ -167,18 +149,13 @@ def _emit(text: str, plan: JobPlan, kind: str, output: Path | None, json_out: bo
 
 
 @deploy_app.command("slurm")
+@layout_options()
 def slurm_command(
     model: str = ModelOpt,
     global_batch: int = GlobalBatchOpt,
     script_args: list[str] | None = ArgsArg,
     cluster: str = ClusterOpt,
-    tp: int = TpOpt, pp: int = PpOpt, dp: int = DpOpt, cp: int = CpOpt, ep: int = EpOpt, etp: int = EtpOpt,
-    vpp: int = VppOpt, micro_batch: int = MicroBatchOpt, recompute: str = RecomputeOpt,
-    recompute_modules: str = RecomputeModulesOpt, recompute_num_layers: int = RecomputeNumLayersOpt,
-    zero: int = ZeroOpt, sp: bool = SpOpt, moe_overlap: str = MoeOverlapOpt,
-    first_stage_layers: int = FirstStageOpt, last_stage_layers: int = LastStageOpt,
-    embedding_in_split: bool = EmbeddingSplitOpt, loss_in_split: bool = LossSplitOpt,
-    pipeline_layout: str = PipelineLayoutOpt,
+    layout: dict[str, Any] = LayoutOpts,
     precision: str = PrecOpt, gpus: int | None = GpusOpt, seq_len: int | None = SeqOpt, stack: str = StackOpt,
     from_search: bool = SearchOpt,
     script: str = ScriptOpt, job_name: str = NameOpt, flags: str = FlagsOpt,
@@ -203,7 +180,6 @@ def slurm_command(
 ) -> None:
     """An sbatch script: srun + torchrun across the nodes, NCCL for the fabric, requeue and
     checkpoint-on-preempt, and the predicted step time, memory and time-to-train in its header."""
-    layout = {k: v for k, v in locals().items() if k in LAYOUT_PARAMS}
     run = {k: v for k, v in locals().items() if k in RUN_PARAMS}
     opts = dict(script=script, job_name=job_name, flags=flags, device=device, cpu_procs_per_host=cpu_procs,
                 gpus_per_host=gpus_per_host, checkpoint_dir=checkpoint_dir, ib_hca=ib_hca,
@@ -219,18 +195,13 @@ def slurm_command(
 
 
 @deploy_app.command("k8s")
+@layout_options()
 def k8s_command(
     model: str = ModelOpt,
     global_batch: int = GlobalBatchOpt,
     script_args: list[str] | None = ArgsArg,
     cluster: str = ClusterOpt,
-    tp: int = TpOpt, pp: int = PpOpt, dp: int = DpOpt, cp: int = CpOpt, ep: int = EpOpt, etp: int = EtpOpt,
-    vpp: int = VppOpt, micro_batch: int = MicroBatchOpt, recompute: str = RecomputeOpt,
-    recompute_modules: str = RecomputeModulesOpt, recompute_num_layers: int = RecomputeNumLayersOpt,
-    zero: int = ZeroOpt, sp: bool = SpOpt, moe_overlap: str = MoeOverlapOpt,
-    first_stage_layers: int = FirstStageOpt, last_stage_layers: int = LastStageOpt,
-    embedding_in_split: bool = EmbeddingSplitOpt, loss_in_split: bool = LossSplitOpt,
-    pipeline_layout: str = PipelineLayoutOpt,
+    layout: dict[str, Any] = LayoutOpts,
     precision: str = PrecOpt, gpus: int | None = GpusOpt, seq_len: int | None = SeqOpt, stack: str = StackOpt,
     from_search: bool = SearchOpt,
     script: str = ScriptOpt, job_name: str = NameOpt, flags: str = FlagsOpt,
@@ -256,7 +227,6 @@ def k8s_command(
     optional Kueue queue); warns (refuses with --strict) when checkpoints have no persistent volume."""
     if kind not in KINDS:
         raise SpecError(f"--kind must be one of {', '.join(KINDS)} (got {kind!r})")
-    layout = {k: v for k, v in locals().items() if k in LAYOUT_PARAMS}
     run = {k: v for k, v in locals().items() if k in RUN_PARAMS}
     opts = dict(script=script, job_name=job_name, flags=flags, device=device, cpu_procs_per_host=cpu_procs,
                 gpus_per_host=gpus_per_host, checkpoint_dir=checkpoint_dir, ib_hca=ib_hca,

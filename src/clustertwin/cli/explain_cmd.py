@@ -19,32 +19,16 @@ from clustertwin.cli.common import (
     table,
 )
 from clustertwin.cli.layout_options import (
-    CpOpt,
     DatasetOpt,
-    DpOpt,
-    EmbeddingSplitOpt,
-    EpOpt,
-    EtpOpt,
-    FirstStageOpt,
     GlobalBatchOpt,
-    LastStageOpt,
-    LossSplitOpt,
-    MicroBatchOpt,
-    MoeOverlapOpt,
-    PipelineLayoutOpt,
-    PpOpt,
+    LayoutOpts,
     PrecOpt,
-    RecomputeModulesOpt,
-    RecomputeNumLayersOpt,
-    RecomputeOpt,
     SeqOpt,
-    SpOpt,
     StackOpt,
     StrictLayoutOpt,
-    TpOpt,
-    VppOpt,
-    ZeroOpt,
+    command_args,
     layout_from_params,
+    layout_options,
     resolve_layout,
 )
 from clustertwin.cli.train_run import searched_note
@@ -56,31 +40,14 @@ PLACEMENTS = typing.get_args(PlacementKind)
 """What explain places a job on (node lists are train estimate's alone)."""
 
 
+@layout_options()
 def explain_command(
     cluster: str = ClusterOpt,
     model: str = typer.Option("llama3-8b", "--model", "-m", help="Model catalog id or YAML/JSON file."),
     global_batch: int = GlobalBatchOpt,
     gpus: int = typer.Option(None, "--gpus", "-g", help="GPUs of the job (default: the whole cluster)."),
     seq_len: int = SeqOpt,
-    tp: int = TpOpt,
-    pp: int = PpOpt,
-    dp: int = DpOpt,
-    cp: int = CpOpt,
-    ep: int = EpOpt,
-    vpp: int = VppOpt,
-    micro_batch: int = MicroBatchOpt,
-    recompute: str = RecomputeOpt,
-    zero: int = ZeroOpt,
-    sp: bool = SpOpt,
-    first_stage_layers: int = FirstStageOpt,
-    last_stage_layers: int = LastStageOpt,
-    embedding_in_split: bool = EmbeddingSplitOpt,
-    loss_in_split: bool = LossSplitOpt,
-    pipeline_layout: str = PipelineLayoutOpt,
-    etp: int = EtpOpt,
-    recompute_num_layers: int = RecomputeNumLayersOpt,
-    moe_overlap: str = MoeOverlapOpt,
-    recompute_modules: str = RecomputeModulesOpt,
+    layout: dict[str, Any] = LayoutOpts,
     precision: str = PrecOpt,
     stack: str = StackOpt,
     dataset: str = DatasetOpt,
@@ -92,7 +59,7 @@ def explain_command(
     """Walk the path of one training job and name the bottleneck. With no layout option the best layout of
     the layout search is explained; with some, the layout they describe, its other fields chosen by search
     as train estimate does (--strict-layout: their literal defaults)."""
-    e, chosen = explain_result(**{k: v for k, v in locals().items() if k != "json_out"})
+    e, chosen = explain_result(**command_args(locals(), "json_out"))
     if json_out:
         print_json({**e.to_dict(), "searched_fields": chosen})
         return

@@ -20,32 +20,16 @@ from clustertwin.cli.common import (
     table,
 )
 from clustertwin.cli.layout_options import (
-    CpOpt,
     DatasetOpt,
-    DpOpt,
-    EmbeddingSplitOpt,
-    EpOpt,
-    EtpOpt,
-    FirstStageOpt,
     GlobalBatchOpt,
-    LastStageOpt,
-    LossSplitOpt,
-    MicroBatchOpt,
-    MoeOverlapOpt,
-    PipelineLayoutOpt,
+    LayoutOpts,
     PlacementOpt,
-    PpOpt,
     PrecOpt,
-    RecomputeModulesOpt,
-    RecomputeNumLayersOpt,
-    RecomputeOpt,
     SeqOpt,
-    SpOpt,
     StackOpt,
-    TpOpt,
-    VppOpt,
-    ZeroOpt,
+    command_args,
     layout_from_params,
+    layout_options,
     resolve_layout,
 )
 from clustertwin.errors import SpecError
@@ -54,31 +38,14 @@ export_app = typer.Typer(help="Export a predicted step for other tools.", no_arg
 
 
 @export_app.command("chakra")
+@layout_options()
 def chakra_command(
     cluster: str = ClusterOpt,
     model: str = typer.Option("llama3-8b", "--model", "-m", help="Model catalog id or YAML/JSON file."),
     gpus: int = typer.Option(None, "--gpus", "-g", help="GPUs to use (default: the whole cluster)."),
     global_batch: int = GlobalBatchOpt,
     seq_len: int = SeqOpt,
-    tp: int = TpOpt,
-    pp: int = PpOpt,
-    dp: int = DpOpt,
-    cp: int = CpOpt,
-    ep: int = EpOpt,
-    vpp: int = VppOpt,
-    micro_batch: int = MicroBatchOpt,
-    recompute: str = RecomputeOpt,
-    zero: int = ZeroOpt,
-    sp: bool = SpOpt,
-    first_stage_layers: int = FirstStageOpt,
-    last_stage_layers: int = LastStageOpt,
-    embedding_in_split: bool = EmbeddingSplitOpt,
-    loss_in_split: bool = LossSplitOpt,
-    pipeline_layout: str = PipelineLayoutOpt,
-    etp: int = EtpOpt,
-    recompute_num_layers: int = RecomputeNumLayersOpt,
-    moe_overlap: str = MoeOverlapOpt,
-    recompute_modules: str = RecomputeModulesOpt,
+    layout: dict[str, Any] = LayoutOpts,
     precision: str = PrecOpt,
     stack: str = StackOpt,
     placement: str = PlacementOpt,
@@ -91,7 +58,7 @@ def chakra_command(
     json_out: bool = JsonOpt,
 ) -> None:
     """Write one predicted training step as Chakra execution traces and ASTRA-sim communicator groups."""
-    res = chakra_result(**{k: v for k, v in locals().items() if k != "json_out"})
+    res = chakra_result(**command_args(locals(), "json_out"))
     if json_out:
         print_json(asdict(res))
         return

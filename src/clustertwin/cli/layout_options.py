@@ -1,8 +1,9 @@
 """The layout options, defined once: every command that takes one training layout (``train estimate``,
 ``explain``, ``deploy slurm|k8s``, ``report``, ``profile``, ``export chakra``; ``train search`` and ``train
-scale`` pin the ones given and search the rest) declares these same options, with the name, type, default
-(None: not given) and help text taken from :class:`~clustertwin.specs.ParallelismSpec` (its field docstrings
-and choices), and turns them into a layout with :func:`layout_fields` and
+scale`` pin the ones given and search the rest, ``calibrate --profile``) takes these same options through
+the :func:`layout_options` decorator (one ``layout`` parameter in its signature), with the name, type,
+default (None: not given) and help text taken from :class:`~clustertwin.specs.ParallelismSpec` (its field
+types, docstrings and choices), and turns them into a layout with :func:`layout_fields` and
 :func:`clustertwin.train.resolve.resolve_parallelism`, which fills what is not given with the spec's defaults
 (tp, pp, cp, ep, vpp, micro-batch 1; dp = GPUs / (tp pp cp); ZeRO and sequence parallelism from the software
 stack). ``tests/cli/test_layout_options.py`` holds the contract.
@@ -10,7 +11,11 @@ stack). ``tests/cli/test_layout_options.py`` holds the contract.
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+import inspect
+import types
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 
 import typer
 
@@ -77,9 +82,10 @@ def field_help(name: str) -> str:
     return text.replace(" One of:", " One of (comma-separated):") if name == "recompute_modules" else text
 
 
-def _opt(name: str, *, searched: bool = False) -> Any:
-    """The option of field ``name``; ``searched``: the variant of ``train search``, where a value not given
-    is searched over (same name, type and default; the help says so)."""
+def layout_option(name: str, *, searched: bool = False) -> Any:
+    """The option of field ``name`` (:func:`layout_options` declares it on each layout command);
+    ``searched``: the variant of ``train search``/``scale``, where a value not given is searched over (same
+    name, type and default; the help says so)."""
     decl = LAYOUT_OPTIONS[name]
     decls = (f"{decl}/--no-{decl[2:]}",) if name == "sequence_parallel" else (decl,)
     text = field_help(name)
@@ -88,38 +94,79 @@ def _opt(name: str, *, searched: bool = False) -> Any:
     return typer.Option(None, *decls, help=text)
 
 
-def search_option(name: str) -> Any:
-    """``train search``'s variant of a layout option (see :func:`_opt`)."""
-    return _opt(name, searched=True)
-
-
-TpOpt = _opt("tp")
-PpOpt = _opt("pp")
-DpOpt = _opt("dp")
-CpOpt = _opt("cp")
-EpOpt = _opt("ep")
-EtpOpt = _opt("etp")
-VppOpt = _opt("vpp")
-MicroBatchOpt = _opt("micro_batch")
-RecomputeOpt = _opt("recompute")
-RecomputeModulesOpt = _opt("recompute_modules")
-RecomputeNumLayersOpt = _opt("recompute_num_layers")
-ZeroOpt = _opt("zero")
-SpOpt = _opt("sequence_parallel")
-MoeOverlapOpt = _opt("moe_overlap")
-FirstStageOpt = _opt("first_stage_layers")
-LastStageOpt = _opt("last_stage_layers")
-EmbeddingSplitOpt = _opt("embedding_in_split")
-LossSplitOpt = _opt("loss_in_split")
-PipelineLayoutOpt = _opt("pipeline_layout")
-
-
 LAYOUT_PARAMS: tuple[str, ...] = tuple("sp" if f == "sequence_parallel" else f for f in LAYOUT_OPTIONS)
 """The command parameters of the layout options (each command's signature names these)."""
 
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+LayoutOpts: Any = None
+"""The default of a command's ``layout`` parameter, where :func:`layout_options` puts the layout options."""
+
+
+def _leaf_types(ann: Any) -> set[type]:
+    """The value types an annotation admits (Optional, Annotated and Literal unwrapped; a tuple: ``str``,
+    as the option takes it comma-separated)."""
+    origin = get_origin(ann)
+    if origin is Annotated:
+        return _leaf_types(get_args(ann)[0])
+    if origin is Literal:
+        return {type(v) for v in get_args(ann)}
+    if origin in (Union, types.UnionType):
+        return set().union(*(_leaf_types(a) for a in get_args(ann) if a is not type(None)))
+    return {ann} if isinstance(ann, type) and origin is None else {str}
+
+
+def _param_type(name: str) -> type:
+    """The option's Python type, from the ParallelismSpec field's (``sp``: ``sequence_parallel``)."""
+    kinds = _leaf_types(ParallelismSpec.model_fields["sequence_parallel" if name == "sp" else name].annotation)
+    return next((kind for kind in (bool, int) if kind in kinds), str)
+
+
+def layout_options(*, searched: bool = False) -> Callable[[_F], _F]:
+    """Decorator of a command taking one training layout: the command declares one parameter ``layout``
+    where the layout options go; the command line shows every option of :data:`LAYOUT_OPTIONS` there (as
+    :func:`layout_option` makes it, ``searched`` for ``train search``/``scale``), and the command receives them as one
+    dict ``layout`` keyed by :data:`LAYOUT_PARAMS` (None: not given), which :func:`layout_fields` turns into
+    spec fields. The options are thus declared once, not copied into each command's signature."""
+
+    def decorate(fn: _F) -> _F:
+        sig = inspect.signature(fn, eval_str=True)
+        if "layout" not in sig.parameters:
+            raise TypeError(f"{fn.__name__} has no 'layout' parameter for the layout options")
+        params: list[inspect.Parameter] = []
+        for p in sig.parameters.values():
+            if p.name != "layout":
+                params.append(p)
+                continue
+            params += [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                         default=layout_option("sequence_parallel" if name == "sp" else name,
+                                                      searched=searched),
+                                         annotation=_param_type(name)) for name in LAYOUT_PARAMS]
+
+        @functools.wraps(fn)
+        def command(*args: Any, **kwargs: Any) -> Any:
+            layout = {name: kwargs.pop(name, None) for name in LAYOUT_PARAMS}
+            return fn(*args, layout=layout, **kwargs)
+
+        command.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in params} | {"return": sig.return_annotation}
+        del command.__wrapped__  # type: ignore[attr-defined]  # typer reads the signature above, not fn's
+        return command  # type: ignore[return-value]
+
+    return decorate
+
+
+def command_args(params: dict[str, Any], *drop: str) -> dict[str, Any]:
+    """A command's arguments (``locals()`` at its top) as the shared ``*_result`` functions take them: the
+    ``layout`` dict of :func:`layout_options` spread back into its parameters, ``drop`` left out."""
+    out = {k: v for k, v in params.items() if k not in drop and k != "layout"}
+    return out | dict(params.get("layout") or {})
+
+
 def layout_from_params(params: dict[str, Any]) -> dict[str, Any]:
-    """:func:`layout_fields` of the layout parameters among a command's arguments (``locals()`` at its top)."""
+    """:func:`layout_fields` of the layout parameters among a command's arguments (``locals()`` at its top,
+    or the ``layout`` dict of :func:`layout_options`)."""
+    params = command_args(params)
     return layout_fields(**{k: params[k] for k in LAYOUT_PARAMS})
 
 

@@ -10,29 +10,11 @@ import typer
 
 from clustertwin.cli.common import ClusterOpt, JsonOpt, console, print_json, table
 from clustertwin.cli.layout_options import (
-    LAYOUT_PARAMS,
-    CpOpt,
-    DpOpt,
-    EmbeddingSplitOpt,
-    EpOpt,
-    EtpOpt,
-    FirstStageOpt,
-    LastStageOpt,
-    LossSplitOpt,
-    MicroBatchOpt,
-    MoeOverlapOpt,
-    PipelineLayoutOpt,
-    PpOpt,
+    LayoutOpts,
     PrecOpt,
-    RecomputeModulesOpt,
-    RecomputeNumLayersOpt,
-    RecomputeOpt,
     SeqOpt,
-    SpOpt,
     StackOpt,
-    TpOpt,
-    VppOpt,
-    ZeroOpt,
+    layout_options,
 )
 from clustertwin.profile.classify import COMM_KINDS, COMPUTE_KEYS
 from clustertwin.profile.kineto import streaming_available
@@ -145,6 +127,7 @@ def _compare(rep: Any, reference: dict[str, float], against: str, gpus: int | No
     console.print(sentence)
 
 
+@layout_options()
 def profile_command(
     traces: list[Path] = typer.Argument(..., help="Kineto .json/.json.gz files (one per rank), Nsight Systems "
                                         ".sqlite exports, or folders of them."),
@@ -161,13 +144,7 @@ def profile_command(
     global_batch: int = typer.Option(None, "--global-batch", "-b", help="Sequences per optimizer step (--compare)."),
     seq_len: int | None = SeqOpt,
     precision: str = PrecOpt,
-    tp: int = TpOpt, pp: int = PpOpt, dp: int = DpOpt, cp: int = CpOpt, ep: int = EpOpt, etp: int = EtpOpt,
-    vpp: int = VppOpt, micro_batch: int = MicroBatchOpt, recompute: str = RecomputeOpt,
-    recompute_modules: str = RecomputeModulesOpt, recompute_num_layers: int = RecomputeNumLayersOpt,
-    zero: int = ZeroOpt, sp: bool = SpOpt, moe_overlap: str = MoeOverlapOpt,
-    first_stage_layers: int = FirstStageOpt, last_stage_layers: int = LastStageOpt,
-    embedding_in_split: bool = EmbeddingSplitOpt, loss_in_split: bool = LossSplitOpt,
-    pipeline_layout: str = PipelineLayoutOpt,
+    layout: dict[str, Any] = LayoutOpts,
     stack: str = StackOpt,
     calibration: str = typer.Option(None, "--calibration", help="Calibration file (train: overrides of "
                                     "TrainParams) for the prediction."),
@@ -180,7 +157,6 @@ def profile_command(
     With --compare: measured against predicted (or a baseline run) per term, the largest gap named."""
     from clustertwin.profile.report import profile
 
-    layout = {k: v for k, v in locals().items() if k in LAYOUT_PARAMS}
     rep = profile(traces, step_range=step_range)
     if not compare:
         if json_out:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -15,32 +16,15 @@ from clustertwin.cli.common import (
     print_json,
 )
 from clustertwin.cli.layout_options import (
-    CpOpt,
-    DpOpt,
-    EmbeddingSplitOpt,
-    EpOpt,
-    EtpOpt,
-    FirstStageOpt,
     GlobalBatchOpt,
-    LastStageOpt,
-    LossSplitOpt,
-    MicroBatchOpt,
-    MoeOverlapOpt,
-    PipelineLayoutOpt,
-    PpOpt,
+    LayoutOpts,
     PrecOpt,
-    RecomputeModulesOpt,
-    RecomputeNumLayersOpt,
-    RecomputeOpt,
     SeqOpt,
-    SpOpt,
     StackOpt,
     StrictLayoutOpt,
-    TpOpt,
-    VppOpt,
-    ZeroOpt,
     completed_layout,
     layout_from_params,
+    layout_options,
     resolve_layout,
 )
 from clustertwin.cli.train_run import searched_note, seq_model
@@ -49,6 +33,7 @@ from clustertwin.report import InferSettings, ReportOptions, build_report, write
 from clustertwin.report.html import DEFAULT_POLICIES
 
 
+@layout_options()
 def report_command(
     cluster: str = ClusterOpt,
     model: str = typer.Option("llama3-70b", "--model", "-m", help="Model catalog id or YAML/JSON file."),
@@ -56,13 +41,7 @@ def report_command(
     global_batch: int = GlobalBatchOpt,
     seq_len: int = SeqOpt,
     precision: str = PrecOpt,
-    tp: int = TpOpt, pp: int = PpOpt, dp: int = DpOpt, cp: int = CpOpt, ep: int = EpOpt, etp: int = EtpOpt,
-    vpp: int = VppOpt, micro_batch: int = MicroBatchOpt, recompute: str = RecomputeOpt,
-    recompute_modules: str = RecomputeModulesOpt, recompute_num_layers: int = RecomputeNumLayersOpt,
-    zero: int = ZeroOpt, sp: bool = SpOpt, moe_overlap: str = MoeOverlapOpt,
-    first_stage_layers: int = FirstStageOpt, last_stage_layers: int = LastStageOpt,
-    embedding_in_split: bool = EmbeddingSplitOpt, loss_in_split: bool = LossSplitOpt,
-    pipeline_layout: str = PipelineLayoutOpt,
+    layout: dict[str, Any] = LayoutOpts,
     stack: str = StackOpt,
     strict_layout: bool = StrictLayoutOpt,
     tokens: float = typer.Option(15e12, "--tokens", help="Training token budget for time-to-train."),
@@ -85,7 +64,7 @@ def report_command(
     scheduling. The breakdowns are of the layout the layout options give (the fields not given chosen by
     search as train estimate does; --strict-layout: their literal defaults), or of the scaling sweep's best
     layout when none is given."""
-    fields = layout_from_params(locals())
+    fields = layout_from_params(layout)
     spec = load_cluster(cluster)
     mdl = seq_model(model, seq_len)
     if global_batch < 1:

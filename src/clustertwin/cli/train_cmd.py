@@ -16,33 +16,16 @@ from clustertwin.cli.common import (
     table,
 )
 from clustertwin.cli.layout_options import (
-    CpOpt,
     DatasetOpt,
-    DpOpt,
-    EmbeddingSplitOpt,
-    EpOpt,
-    EtpOpt,
-    FirstStageOpt,
     GlobalBatchOpt,
-    LastStageOpt,
-    LossSplitOpt,
-    MicroBatchOpt,
-    MoeOverlapOpt,
-    PipelineLayoutOpt,
+    LayoutOpts,
     PlacementOpt,
-    PpOpt,
     PrecOpt,
-    RecomputeModulesOpt,
-    RecomputeNumLayersOpt,
-    RecomputeOpt,
     SeqOpt,
-    SpOpt,
     StackOpt,
     StrictLayoutOpt,
-    TpOpt,
-    VppOpt,
-    ZeroOpt,
-    search_option,
+    command_args,
+    layout_options,
 )
 from clustertwin.cli.train_run import (
     estimate_json,
@@ -126,31 +109,14 @@ def _print_estimate(e, title: str) -> None:
 
 
 @train_app.command("estimate")
+@layout_options()
 def estimate_command(
     cluster: str = ClusterOpt,
     model: str = ModelOpt,
     gpus: int = GpusOpt,
     global_batch: int = GlobalBatchOpt,
     seq_len: int = SeqOpt,
-    tp: int = TpOpt,
-    pp: int = PpOpt,
-    dp: int = DpOpt,
-    cp: int = CpOpt,
-    ep: int = EpOpt,
-    vpp: int = VppOpt,
-    micro_batch: int = MicroBatchOpt,
-    recompute: str = RecomputeOpt,
-    zero: int = ZeroOpt,
-    sp: bool = SpOpt,
-    first_stage_layers: int = FirstStageOpt,
-    last_stage_layers: int = LastStageOpt,
-    embedding_in_split: bool = EmbeddingSplitOpt,
-    loss_in_split: bool = LossSplitOpt,
-    pipeline_layout: str = PipelineLayoutOpt,
-    etp: int = EtpOpt,
-    recompute_num_layers: int = RecomputeNumLayersOpt,
-    moe_overlap: str = MoeOverlapOpt,
-    recompute_modules: str = RecomputeModulesOpt,
+    layout: dict[str, Any] = LayoutOpts,
     precision: str = PrecOpt,
     tokens: float = TokensOpt,
     usd_per_gpu_hour: float = PriceOpt,
@@ -174,7 +140,7 @@ def estimate_command(
     json_out: bool = JsonOpt,
 ) -> None:
     """Step time, MFU, throughput and memory of one layout, with breakdowns."""
-    args = {k: v for k, v in locals().items() if k not in ("json_out", "timeline", "trace_out")}
+    args = command_args(locals(), "json_out", "timeline", "trace_out")
     e, ttt, rel, m, c = estimate_result(**args)
     notes = []
     if timeline:
@@ -214,31 +180,14 @@ def _print_failures(f: dict[str, Any]) -> None:
 
 
 @train_app.command("search")
+@layout_options(searched=True)
 def search_command(
     cluster: str = ClusterOpt,
     model: str = ModelOpt,
     gpus: int = GpusOpt,
     global_batch: int = GlobalBatchOpt,
     seq_len: int = SeqOpt,
-    tp: int = search_option("tp"),
-    pp: int = search_option("pp"),
-    dp: int = search_option("dp"),
-    cp: int = search_option("cp"),
-    ep: int = search_option("ep"),
-    vpp: int = search_option("vpp"),
-    micro_batch: int = search_option("micro_batch"),
-    recompute: str = search_option("recompute"),
-    zero: int = search_option("zero"),
-    sp: bool = search_option("sequence_parallel"),
-    first_stage_layers: int = search_option("first_stage_layers"),
-    last_stage_layers: int = search_option("last_stage_layers"),
-    embedding_in_split: bool = search_option("embedding_in_split"),
-    loss_in_split: bool = search_option("loss_in_split"),
-    pipeline_layout: str = search_option("pipeline_layout"),
-    etp: int = search_option("etp"),
-    recompute_num_layers: int = search_option("recompute_num_layers"),
-    moe_overlap: str = search_option("moe_overlap"),
-    recompute_modules: str = search_option("recompute_modules"),
+    layout: dict[str, Any] = LayoutOpts,
     precision: str = PrecOpt,
     top: int = typer.Option(10, "--top", "-k", help="Layouts to list."),
     tokens: float = TokensOpt,
@@ -251,7 +200,7 @@ def search_command(
     json_out: bool = JsonOpt,
 ) -> None:
     """Rank every valid layout for the GPU count and global batch by throughput among those that fit."""
-    res, ttt = search_result(**{k: v for k, v in locals().items() if k != "json_out"})
+    res, ttt = search_result(**command_args(locals(), "json_out"))
     if json_out:
         print_json(search_json(res, ttt))
         if res.best is None:  # same exit code as the text output
@@ -271,6 +220,7 @@ def search_command(
 
 
 @train_app.command("scale")
+@layout_options(searched=True)
 def scale_command(
     cluster: str = ClusterOpt,
     model: str = ModelOpt,
@@ -278,25 +228,7 @@ def scale_command(
     start_gpus: int = typer.Option(None, "--start-gpus", help="Smallest GPU count (default: one node)."),
     global_batch: int = GlobalBatchOpt,
     seq_len: int = SeqOpt,
-    tp: int = search_option("tp"),
-    pp: int = search_option("pp"),
-    dp: int = search_option("dp"),
-    cp: int = search_option("cp"),
-    ep: int = search_option("ep"),
-    vpp: int = search_option("vpp"),
-    micro_batch: int = search_option("micro_batch"),
-    recompute: str = search_option("recompute"),
-    zero: int = search_option("zero"),
-    sp: bool = search_option("sequence_parallel"),
-    first_stage_layers: int = search_option("first_stage_layers"),
-    last_stage_layers: int = search_option("last_stage_layers"),
-    embedding_in_split: bool = search_option("embedding_in_split"),
-    loss_in_split: bool = search_option("loss_in_split"),
-    pipeline_layout: str = search_option("pipeline_layout"),
-    etp: int = search_option("etp"),
-    recompute_num_layers: int = search_option("recompute_num_layers"),
-    moe_overlap: str = search_option("moe_overlap"),
-    recompute_modules: str = search_option("recompute_modules"),
+    layout: dict[str, Any] = LayoutOpts,
     precision: str = PrecOpt,
     tokens: float = TokensOpt,
     usd_per_gpu_hour: float = PriceOpt,
@@ -310,7 +242,7 @@ def scale_command(
     """Throughput and scaling efficiency from one node to N GPUs, with the loss attributed to
     communication, pipeline bubble and stragglers; with ``--tokens`` the time to train at each point. The
     layout options pin fields at every GPU count (the rest is searched, as train search does)."""
-    res, ttts = scale_result(**{k: v for k, v in locals().items() if k != "json_out"})
+    res, ttts = scale_result(**command_args(locals(), "json_out"))
     if json_out:
         print_json(scale_json(res, ttts, tokens))
         return
