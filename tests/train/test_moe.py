@@ -13,6 +13,7 @@ import yaml
 from clustertwin import catalog, specs, validate
 from clustertwin.errors import SpecError
 from clustertwin.train import flops as F
+from clustertwin.train import spans as S
 from clustertwin.train.estimate import estimate
 from clustertwin.train.layout import RECOMPUTE_CODES, Layouts
 from clustertwin.train.memory import activation_bytes_per_layer
@@ -74,6 +75,28 @@ def test_megatron_bridge_rows_count_the_causal_span(case_id):
     assert F.flops_per_token(m, m.seq_len).model > got * 1.05
 
 
+@pytest.mark.parametrize(("name", "case_id"), [
+    ("train_moe.yaml", "mb2511-b200-gpt-oss-120b-bf16"), ("train_moe.yaml", "mb2511-h100-gpt-oss-120b-bf16"),
+    ("train_moe.yaml", "mb2511-gb300-gpt-oss-120b-bf16"), ("train_more.yaml", "mb2604-b200-gptoss-120b-bf16"),
+    ("train_more.yaml", "mb2604-gb200-gptoss-120b-bf16"), ("train_more.yaml", "mb2608-gb200-gptoss-120b-ep64")])
+def test_megatron_bridge_counts_gpt_oss_as_its_release_did(name, case_id):
+    """Containers 25.11-26.04 count GPT-OSS with s/2 on every layer (no window term) and two matrices per
+    expert (its quick-GELU gate is not Megatron's --swiglu): 27.16 GFLOP/token at s = 4,096, 30.79 at
+    8,192; 26.08 counts the windows and the gate (32.63)."""
+    case = next(c for c in _cases(name) if c["id"] == case_id)
+    stack = STACKS[case["parallelism"]["software_stack"] if "software_stack" in case["parallelism"]
+                   else stack_for_source(case["source"])]
+    m = _model(case)
+    assert m.gate_activation == "quick_gelu"
+    got = F.flops_per_token(m, m.seq_len, causal=stack.causal_flops, windows=stack.flops_windows,
+                            gate_any=stack.flops_gate_any).model
+    assert got == pytest.approx(_measured_flops_per_token(case), rel=0.01)
+    assert stack.flops_windows == (stack.name == "megatron-bridge-2026")
+    old = {"causal": True, "windows": False, "gate_any": False}  # 25.11-26.04: SwiGLU proper keeps its gate
+    silu = m.model_copy(update={"gate_activation": "silu"})
+    assert F.flops_per_token(silu, m.seq_len, **old).model > F.flops_per_token(m, m.seq_len, **old).model * 1.15
+
+
 def test_nemo_2024_rows_and_megatron_papers_do_not_halve():
     case = next(c for c in _cases("train_more.yaml") if c["id"] == "nemo2407-h100-llama3-70b")
     assert stack_for_source(case["source"]) == "nemo-2024"
@@ -98,11 +121,11 @@ def test_presets_match_their_published_sizes(preset, total, active):
 
 def test_window_pattern_and_sinks():
     m = catalog.get("model", "gpt-oss-120b")
-    assert F.windowed_fraction(m) == 0.5
-    assert F.attention_span(m, 4096) == pytest.approx(0.5 * 4096 + 0.5 * 128)
-    assert F.causal_span(m, 4096) == pytest.approx(0.5 * 2048 + 0.5 * 128 * (1 - 64 / 4096))
+    assert S.windowed_fraction(m) == 0.5
+    assert S.attention_span(m, 4096) == pytest.approx(0.5 * 4096 + 0.5 * 128)
+    assert S.causal_span(m, 4096) == pytest.approx(0.5 * 2048 + 0.5 * 128 * (1 - 64 / 4096))
     dense_window = m.model_copy(update={"full_attention_every": None})
-    assert F.causal_span(dense_window, 4096) < F.causal_span(m, 4096)
+    assert S.causal_span(dense_window, 4096) < S.causal_span(m, 4096)
     no_sinks = m.model_copy(update={"attention_sinks": False})
     assert F.attention_params(m) - F.attention_params(no_sinks) == m.heads
 

@@ -69,6 +69,10 @@ class ModelSpec(Sourced):
     """Training sequence length s (default for workloads)."""
     ffn: Literal["gelu", "swiglu", "relu"] = "gelu"
     """FFN type: gelu/relu (2 matrices) or swiglu (3 matrices)."""
+    gate_activation: Literal["silu", "quick_gelu"] = "silu"
+    """Activation of a gated (``swiglu``) FFN's gate: ``silu`` (SwiGLU proper) or ``quick_gelu``
+    (x sigmoid(1.702 x), GPT-OSS's clamped GLU). The cost is the same; only a FLOP convention that counts the
+    third matrix for SwiGLU alone (Megatron's ``--swiglu`` flag) reads it."""
     attention_window: PositiveInt | None = None
     """Sliding attention window (tokens), if the model uses one."""
     tied_embeddings: bool = False

@@ -2,7 +2,7 @@
 parallel KV exchange around it.
 
 * flash attention (Transformer-Engine stack, rate x :func:`head_dim_factor`): ``2 T span_c (qk + v) / t`` FLOPs (``span_c`` the keys the
-  causal mask leaves, :func:`~clustertwin.train.flops.causal_span`: s/2, or the window w of a
+  causal mask leaves, :func:`~clustertwin.train.spans.causal_span`: s/2, or the window w of a
   sliding-window layer) at
   ``attention_efficiency`` of the 16-bit peak (at most the peak itself), backward ``FLASH_BWD_FACTOR`` x
   forward (Dao 2023);

@@ -14,10 +14,15 @@ Conventions (docs/train.md has the derivation):
   For GPT (g = n, q = h, f = 4h) this is Korthikanti et al.'s ``72 B s L h^2 (1 + s/6h + V/12Lh)``.
   The attention core is **not** discounted for the causal mask (Megatron-Core 2024, Korthikanti 2022,
   Narayanan 2021, NeMo 24.07-25.04); Megatron-Bridge (NeMo 25.11+) counts the causally covered span
-  (``causal=True``, :func:`causal_span`: s/2 on full layers, the window on sliding-window layers; e.g.
+  (``causal=True``, :func:`~clustertwin.train.spans.causal_span`: s/2 on full layers, the window on sliding-window layers; e.g.
   Llama-3-8B at s = 8192: 57.9 vs 51.5 GFLOP/token, the latter reproducing 744 TFLOP/s at 14,451
-  tokens/s/GPU). Which convention a run reports is a property of its software stack
-  (:attr:`clustertwin.train.stack.Stack.causal_flops`).
+  tokens/s/GPU). Megatron-Bridge's containers 25.11-26.04 count it without the window term (s/2 on every
+  layer, ``windows=False``) and count a gated FFN's third matrix only for SwiGLU proper (``gate_any=False``:
+  Megatron's ``--swiglu`` flag; GPT-OSS's quick-GELU gate counts two matrices): GPT-OSS-120B at s = 4,096
+  is 27.15 GFLOP/token that way, which every published 25.11-26.04 row reproduces (27.15-27.21; 30.80 at
+  s = 8,192), against 32.63 with windows and gating, which the 26.08 rows reproduce (32.58). Which
+  convention a run reports is a property of its software stack
+  (:attr:`clustertwin.train.stack.Stack.causal_flops`, ``flops_windows``, ``flops_gate_any``).
   Multi-token-prediction modules add their projection, layer and output head (DeepSeek-V3: 1 module).
   The MoE router GEMM is omitted, as in Megatron.
 * **Hardware FLOPs** add recomputation: full recompute repeats the forward pass of every layer
@@ -33,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from clustertwin.specs.model import ModelSpec
+from clustertwin.train.spans import counted_span
 
 T = TypeVar("T")
 
@@ -187,33 +193,6 @@ def param_count(model: ModelSpec) -> int:
     return param_counts(model).total
 
 
-def windowed_fraction(model: ModelSpec) -> float:
-    """Fraction of the layers that attend over ``attention_window`` only: all of them, or ``1 - 1/n``
-    with ``full_attention_every`` n (GPT-OSS n = 2: alternating sliding/full layers)."""
-    if not model.attention_window:
-        return 0.0
-    n = model.full_attention_every
-    return 1.0 - 1.0 / n if n else 1.0
-
-
-def attention_span(model: ModelSpec, seq_len: int) -> float:
-    """Keys a query attends to, averaged over the layers: the sequence on full-attention layers, the
-    sliding window (when shorter) on windowed ones (``full_attention_every``)."""
-    wf = windowed_fraction(model)
-    if not wf:
-        return seq_len
-    return (1.0 - wf) * seq_len + wf * min(seq_len, model.attention_window or seq_len)
-
-
-def causal_span(model: ModelSpec, seq_len: int) -> float:
-    """Keys a query's score blocks actually cover under the causal mask, averaged over the layers: half the
-    sequence on a full-attention layer, the window ``w`` (``w (1 - w / 2s)`` exactly) on a windowed layer
-    (flash kernels skip the masked blocks)."""
-    wf = windowed_fraction(model)
-    w = min(seq_len, model.attention_window or seq_len)
-    return (1.0 - wf) * 0.5 * seq_len + wf * w * (1.0 - 0.5 * w / seq_len)
-
-
 @dataclass(frozen=True)
 class FlopsPerToken:
     """Training FLOPs per token (forward + backward) by part."""
@@ -239,26 +218,37 @@ class FlopsPerToken:
         return self.model + self.recompute
 
 
+def _uncounted_gate(model: ModelSpec, pc: ParamCounts, gate_any: bool) -> tuple[int, int]:
+    """(weights of a dense layer, of an MoE layer's active FFNs) a convention that counts the gate
+    matrix for SwiGLU alone leaves out of a model whose gate is not SiLU: one matrix in three."""
+    if gate_any or model.ffn != "swiglu" or model.gate_activation == "silu":
+        return 0, 0
+    moe_ffn = (model.moe.top_k * pc.expert if model.moe else 0) + pc.shared_experts_per_layer
+    return pc.dense_ffn_per_layer // 3, moe_ffn // 3
+
+
 @cached
 def flops_per_token(model: ModelSpec, seq_len: int | None = None, recompute: str = "none",
-                    causal: bool = False) -> FlopsPerToken:
+                    causal: bool = False, windows: bool = True, gate_any: bool = True) -> FlopsPerToken:
     """Training FLOPs per token in the Megatron-Core convention (module docstring).
 
     ``recompute``: ``none``, ``selective`` (attention core re-run: + 4 s q per layer) or ``full``
-    (every layer's forward re-run: + 2 x layer weights + 4 s q per layer)."""
+    (every layer's forward re-run: + 2 x layer weights + 4 s q per layer). ``causal``, ``windows``,
+    ``gate_any``: the reporting stack's convention (:func:`~clustertwin.train.spans.counted_span`, :func:`_uncounted_gate`)."""
     s = seq_len or model.seq_len
     pc = param_counts(model)
-    span = causal_span(model, s) if causal else attention_span(model, s)
+    span = counted_span(model, s, causal, windows)
     w = attention_widths(model)
     n_dense = model.layers - pc.moe_layers
+    gate_dense, gate_moe = _uncounted_gate(model, pc, gate_any)
     moe_active = pc.attention_per_layer + pc.shared_experts_per_layer + pc.norms_per_layer + \
-        (model.moe.top_k * pc.expert if model.moe else 0)
-    layer_active = n_dense * pc.dense_layer + pc.moe_layers * moe_active
+        (model.moe.top_k * pc.expert if model.moe else 0) - gate_moe
+    layer_active = n_dense * (pc.dense_layer - gate_dense) + pc.moe_layers * moe_active
     # norms are not GEMM weights
     layer_gemm_weights = layer_active - model.layers * pc.norms_per_layer
     # multi-token prediction: per module a 2h -> h projection and one layer (MoE kind if the model is)
     mtp = model.mtp_layers
-    mtp_weights = mtp * (2 * model.hidden * model.hidden + (moe_active if model.moe else pc.dense_layer)
+    mtp_weights = mtp * (2 * model.hidden * model.hidden + (moe_active if model.moe else pc.dense_layer - gate_dense)
                          - pc.norms_per_layer)
     macs = FLOPS_PER_MAC * FWD_BWD_PASSES
     gemm = macs * (layer_gemm_weights + mtp_weights)

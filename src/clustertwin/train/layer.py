@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from clustertwin.specs.model import ModelSpec
 from clustertwin.train import flops as F
+from clustertwin.train import spans as S
 from clustertwin.train.gemm import BF16_BYTES, FP8_BYTES, Gemm
 from clustertwin.train.layout import Layouts, as_float, where
 
@@ -66,7 +67,7 @@ class ModelShape:
     span: float
     """keys each query attends to (sliding window aware, mean over the layers)"""
     core_span: float
-    """keys a query's score blocks cover under the causal mask (:func:`flops.causal_span`)"""
+    """keys a query's score blocks cover under the causal mask (:func:`spans.causal_span`)"""
     q_rank: int
     """MLA query compression rank; 0 without"""
     vocab: int
@@ -82,8 +83,8 @@ def model_shape(model: ModelSpec, seq_len: int) -> ModelShape:
     return ModelShape(h=model.hidden, q=model.heads * model.d_head, qk=w.qk, v=w.v, kv_pair=w.kv_pair,
                       latent=w.latent, mla_up=w.qk - model.heads * (model.mla_rope_dim or 0) + w.v,
                       mla_rank=model.mla_kv_lora_rank or 0, f=model.d_ffn, gate=2 if model.ffn == "swiglu" else 1,
-                      span=F.attention_span(model, seq_len),
-                      core_span=F.causal_span(model, seq_len), q_rank=model.mla_q_lora_rank or 0, vocab=model.vocab, heads=model.heads,
+                      span=S.attention_span(model, seq_len),
+                      core_span=S.causal_span(model, seq_len), q_rank=model.mla_q_lora_rank or 0, vocab=model.vocab, heads=model.heads,
                       moe_share=model.n_moe_layers / model.layers, pc=F.param_counts(model))
 
 

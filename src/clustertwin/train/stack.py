@@ -20,9 +20,11 @@ feature set comes from:
   (``fused_attention_gen`` 3: FlashAttention-3 class kernels on Hopper);
 * ``nemo-2025``: NeMo 2 recipes on Megatron-Core (containers 25.x, MLPerf Training v5.x): as nemo-2024;
 * ``megatron-bridge-2025``: NeMo Megatron-Bridge perf recipes (containers 25.11+): as nemo-2025, with
-  model FLOPs that count the causal attention span, the all-to-all token dispatcher with shared-expert
+  model FLOPs that count the causal attention span (s/2 on every layer, no window term; a gated FFN's
+  third matrix for SwiGLU alone: every published GPT-OSS row of 25.11-26.04 reproduces that count), the all-to-all token dispatcher with shared-expert
   overlap and force-balanced routing (the tables' footnote);
-* ``megatron-bridge-2026``: containers 26.06+: the HybridEP/DeepEP flex dispatcher (FP8 dispatch, no host
+* ``megatron-bridge-2026``: containers 26.06+: model FLOPs over the causal span with sliding windows and
+  every gated FFN counted (the 26.08 GPT-OSS rows); the HybridEP/DeepEP flex dispatcher (FP8 dispatch, no host
   sync, TE CUDA graphs) and the 1F1B all-to-all overlap (``--overlap-moe-expert-parallel-comm``) in the MoE perf recipes;
 * ``deepseek-2024``: DeepSeek-V3's HAI-LLM (DeepSeek-AI 2024, section 3.2): DualPipe, DeepEP, FP8,
   no interleaving;
@@ -81,6 +83,12 @@ class Stack:
     """parameter all-gather of the distributed optimizer during the next forward"""
     causal_flops: bool = False
     """reported model FLOPs count the causally covered attention span (:mod:`clustertwin.train.flops`)"""
+    flops_windows: bool = True
+    """reported model FLOPs count a sliding-window layer over its window (False: the formula has no window
+    term, every layer over the whole span)"""
+    flops_gate_any: bool = True
+    """reported model FLOPs count a gated FFN's gate matrix whatever its activation (False: for SwiGLU alone,
+    Megatron's ``--swiglu``; GPT-OSS's quick-GELU gate is not counted)"""
     moe_dispatcher: str = "nccl"
     """MoE token dispatcher: ``nccl`` (all-to-all) or ``deepep`` (hierarchical NVLink + RDMA, FP8 dispatch)"""
     moe_overlaps: tuple[str, ...] = ("none",)
@@ -162,7 +170,8 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
             pp_framework_defaults=True, fp8_recipe="current", **_TORCHTITAN_MEMORY, cross_entropy="eager_fp32"),
     replace(_MCORE_2024, name="torchtitan-2025", year=2025, zero_stages=(0, 3), fp8_recipe="current",
             **_TORCHTITAN_MEMORY, cross_entropy="compiled"),
-    replace(_MCORE_2024, name="megatron-bridge-2025", year=2025, causal_flops=True, fused_attention_gen=3, fp8_param_gather=True,
+    replace(_MCORE_2024, name="megatron-bridge-2025", year=2025, causal_flops=True, flops_windows=False,
+            flops_gate_any=False, fused_attention_gen=3, fp8_param_gather=True,
             fused_cross_entropy=True, fp8_recipe="current", moe_dispatcher="flex",
             moe_overlaps=("none", "shared_expert"), moe_force_balanced=True),
     replace(_MCORE_2024, name="megatron-bridge-2026", year=2026, causal_flops=True, fused_attention_gen=3, fp8_param_gather=True,
