@@ -115,10 +115,11 @@ def test_mesh_ring_uses_the_links_of_its_ranks(make_cluster):
     c = make_cluster("mi300x-8", 1, fabric="roce-400g")
     two = collective(c, "all_reduce", 2.0**32, 2, algorithm="ring", protocol="Simple")
     eight = collective(c, "all_reduce", 2.0**32, 8, algorithm="ring", protocol="Simple")
-    assert two.busbw_gb_per_s == pytest.approx(448 / 7 * 0.8, rel=0.01)
-    assert eight.busbw_gb_per_s == pytest.approx(448 * 0.8, rel=0.01)
+    eff = CommParams().mesh_efficiency  # 0.71: RCCL's measured 8-GPU asymptote (comm/params.py)
+    assert two.busbw_gb_per_s == pytest.approx(448 / 7 * eff, rel=0.01)
+    assert eight.busbw_gb_per_s == pytest.approx(448 * eff, rel=0.01)
     sr = collective(c, "send_recv", 2.0**32, 8)
-    assert sr.busbw_gb_per_s == pytest.approx(448 / 7 * 0.8, rel=0.01)
+    assert sr.busbw_gb_per_s == pytest.approx(448 / 7 * eff, rel=0.01)
 
 
 def test_pcie_node_uses_pcie_bandwidth_and_latency(make_cluster):

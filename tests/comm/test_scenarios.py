@@ -73,8 +73,8 @@ def test_calibration_set_within_tolerance():
 
 def test_collective_tables_within_tolerance():
     """validation/collective_tables.yaml (108 published nccl-tests / rccl-tests / DeepEP points): median |error|
-    over all measured values, small messages (<= 64 KiB) and DeepEP rows (issue targets 10% / 20%, achieved
-    8.2% / 8.7% / 3.4%); no case above 50% (issue target); the li-plus sendrecv and GCP TCPXO rows that were
+    over all measured values, small messages (<= 64 KiB) and DeepEP rows (issue targets 8% overall (round 3),
+    20% small; achieved 7.6% / 8.7% / 3.4%); no case above 50% (issue target); the li-plus sendrecv and GCP TCPXO rows that were
     ~2x off are within 25%, and so are the CoreWeave NVL72 rack tables (NVLS on a 72-GPU domain, NVLSTree
     at 2 racks, the 72-GPU tree chain at 20 racks)."""
     out = validation.run([need_shared(VALIDATION / "collective_tables.yaml")], {"collective"})
@@ -84,7 +84,7 @@ def test_collective_tables_within_tolerance():
     small = [abs(v) for c in cases if c["id"] and _bytes(c) <= 65536 for v in c["rel_error"].values()]
     deepep = [abs(v) for c in cases if "deepep" in c["id"] for v in c["rel_error"].values()]
     print("median", np.median(errs), "small", np.median(small), "deepep", np.median(deepep), "max", max(errs))
-    assert np.median(errs) <= 0.085
+    assert np.median(errs) <= 0.08
     assert np.median(small) <= 0.10
     assert np.median(deepep) <= 0.05
     above = sorted({c["id"] for c in cases for v in c["rel_error"].values() if abs(v) > 0.5})

@@ -28,9 +28,12 @@ class CommParams(BaseModel):
     """Fraction of NVSwitch/NVLink per-GPU bandwidth NCCL's ring reaches: NCCL's own per-link figures are
     20/25 GB/s (SM80) and 20.6/25 (SM90) (topo.h); the maintainer attributes ~20% protocol overhead
     (8xH100 ring busbw ~367 of 450 GB/s, nccl#1455; 8xA100 232.5 of 300, nccl-tests#175)."""
-    mesh_efficiency: Fraction = 0.80
-    """Same fraction for direct GPU meshes (Infinity Fabric, HCCS, NVLink mesh); no separate public
-    ring measurement was found, so the NVLink protocol overhead is assumed."""
+    mesh_efficiency: Fraction = 0.71
+    """Same fraction for direct GPU meshes (Infinity Fabric, HCCS, NVLink mesh): the large-message RCCL
+    all-reduce busbw of 8 MI300X over 7 x 64 GB/s xGMI links, 316.8 GB/s at 8 GiB (Azure ND MI300X v5
+    RCCL table) and 319.0 GB/s at 16 GiB (AMD ROCm blog 'Understanding RCCL Bandwidth and xGMI Performance
+    on AMD Instinct MI300X', 2025), is 0.71 of the 448 GB/s per GPU; the mesh spends more than NVLink's
+    ~20% protocol overhead (every peer a separate link, no switch to aggregate)."""
     pcie_efficiency: Fraction = 0.76
     """Fraction of a PCIe x16 link NCCL reaches: NCCL's PCI_BW 12 GB/s for Gen3 x16 (15.75 raw), topo.h."""
     network_efficiency: Fraction = 1.0
