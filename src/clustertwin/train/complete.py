@@ -50,6 +50,24 @@ def _check_given(par: ParallelismSpec, given: set[str], cluster: ClusterSpec, pa
         raise SpecError(f"invalid layout: {bad}", path=("parallelism", "software_stack"))
 
 
+def stack_layout_defaults(model: ModelSpec, cluster: ClusterSpec, par: ParallelismSpec, given: set[str],
+                          params: TrainParams) -> dict[str, Any]:
+    """The layout fields of an MoE model's run that ``par``'s named software stack fixes
+    (``Stack.moe_layout_defaults``: DeepSeek's stack runs DualPipe and recomputes RMSNorm and the MLA
+    up-projections) and ``given`` leaves out. DualPipe is taken only where the pipeline can run it (an
+    even pp >= 2, or a pp left to the search, which then keeps to even ones)."""
+    if not model.moe or par.software_stack in ("auto", *ALIASES):
+        return {}
+    out = {}
+    for name, value in resolve_stack(par.software_stack, cluster, params).moe_layout_defaults:
+        if name in given:
+            continue
+        if name == "moe_overlap" and value == "dualpipe" and "pp" in given and (par.pp < 2 or par.pp % 2):
+            continue
+        out[name] = value
+    return out
+
+
 def complete_layout(model: ModelSpec, cluster: ClusterSpec, par: ParallelismSpec, gpus: int, given: set[str], *,
                     extra_fixed: dict[str, Any] | None = None, params: TrainParams | None = None,
                     calibration: Calibration | None = None, placement: Any = "contiguous",
@@ -58,9 +76,13 @@ def complete_layout(model: ModelSpec, cluster: ClusterSpec, par: ParallelismSpec
     named in ``given`` (and ``extra_fixed``: defaults the caller pins, such as a framework's pipeline
     defaults). SpecError when no layout with the given fields exists."""
     _check_given(par, given, cluster, resolve_params(params, calibration))
+    defaults = stack_layout_defaults(model, cluster, par, given, resolve_params(params, calibration))
+    if defaults:
+        par, given = par.model_copy(update=defaults), given | set(defaults)
     if is_complete(given, par):
-        return estimate(model, cluster, par, params=params, calibration=calibration, placement=placement,
-                        dataset=dataset), {}
+        e = estimate(model, cluster, par, params=params, calibration=calibration, placement=placement,
+                     dataset=dataset)
+        return (replace(e, searched_fields=dict(defaults)), dict(defaults)) if defaults else (e, {})
     fixed = {k: getattr(par, k) for k in given if k in SEARCH_FIELDS or k in PINNED_FIELDS}
     fixed.update(extra_fixed or {})
     res = search(model, cluster, global_batch=par.global_batch, gpus=gpus, precision=par.precision,
@@ -73,4 +95,5 @@ def complete_layout(model: ModelSpec, cluster: ClusterSpec, par: ParallelismSpec
     pipelined = int(best.layout.get("pp", 1)) > 1
     chosen = {f: best.layout[f] for f in sorted(SEARCH_FIELDS) if f not in fixed and best.layout.get(f) is not None
               and (pipelined or f not in SPLIT_FIELDS)}
+    chosen.update(defaults)
     return replace(best, searched_fields=chosen), chosen

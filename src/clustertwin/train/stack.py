@@ -27,7 +27,8 @@ feature set comes from:
   every gated FFN counted (the 26.08 GPT-OSS rows); the HybridEP/DeepEP flex dispatcher (FP8 dispatch, no host
   sync, TE CUDA graphs) and the 1F1B all-to-all overlap (``--overlap-moe-expert-parallel-comm``) in the MoE perf recipes;
 * ``deepseek-2024``: DeepSeek-V3's HAI-LLM (DeepSeek-AI 2024, section 3.2): DualPipe, DeepEP, FP8,
-  no interleaving;
+  no interleaving; its MoE runs take DualPipe and the recomputation of RMSNorm and the MLA up-projections
+  (section 3.2.3) unless a case or command says otherwise (``moe_layout_defaults``);
 * ``torchtitan-2024``: torchtitan as benchmarked in 2024-12 (FSDP2, PyTorch SDPA's FlashAttention-2
   kernels, vanilla TP: no TP communication overlap), ZeRO-3 instead of a distributed optimizer; its memory
   (:mod:`clustertwin.train.memory_fsdp`): FSDP2 states, op-level selective recompute, the eager fp32
@@ -95,6 +96,9 @@ class Stack:
     """dispatch/combine overlap modes it runs (:data:`clustertwin.train.moe.MOE_OVERLAPS`)"""
     moe_force_balanced: bool = False
     """benchmark recipes force-balance the router (``moe_router_force_load_balancing``)"""
+    moe_layout_defaults: tuple[tuple[str, object], ...] = ()
+    """layout fields the stack's documentation fixes for its MoE runs, taken when a case or command leaves
+    them out (:func:`clustertwin.train.complete.stack_layout_defaults`)"""
     fp8_recipe: str = "delayed"
     """FP8 scaling recipe (:data:`clustertwin.train.layer.FP8_RECIPE_EXTRA_BYTES`): ``delayed`` (amax
     history, TE's default through NeMo 24.x and MLPerf Training v4.1), ``current`` (per-tensor current
@@ -179,7 +183,8 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
             moe_overlaps=("none", "shared_expert", "a2a", "dualpipe"), moe_force_balanced=True, moe_host_sync=False),
     replace(_MCORE_2024, name="deepseek-2024", year=2024, causal_flops=True, moe_dispatcher="deepep",
             moe_overlaps=("none", "dualpipe"), interleaved=False, moe_host_sync=False,
-            deepseek_memory=True),
+            deepseek_memory=True,
+            moe_layout_defaults=(("moe_overlap", "dualpipe"), ("recompute_modules", ("layernorm", "mla_up_proj")))),
 )}
 #: the two generic names of earlier releases
 ALIASES = {"te": "megatron-core-2024", "legacy": "megatron-2022"}

@@ -164,8 +164,31 @@ def evaluate_run(case: dict) -> dict[str, Any]:
     gpus = lg or gpus or DEFAULT_RUN_GPUS
     par = _parallelism(case, gpus)
     e = predict(model, cluster, par, gpus)
-    run = time_to_train_with_failures(e, float(tokens), cluster, model, trials=0)
+    extra = _ramp_tokens(case, model, cluster, e, par)
+    run = time_to_train_with_failures(e, float(tokens) + extra, cluster, model, trials=0)
     out = _prediction(e)
     out.update({"gpu_hours": run.gpu_hours, "days": run.days, "energy_mwh": run.failure_free.energy_mwh,
-                "ettr": run.ettr, "failure_free_gpu_hours": run.failure_free.gpu_hours})
+                "ettr": run.ettr, "failure_free_gpu_hours": run.failure_free.gpu_hours,
+                "batch_ramp_extra_tokens": extra})
     return out
+
+
+def _ramp_tokens(case: dict, model: ModelSpec, cluster: ClusterSpec, e: TrainEstimate,
+                 par: ParallelismSpec) -> float:
+    """Steady-step tokens the case's ``batch_ramp: {start_batch, tokens}`` is worth beyond its own tokens
+    (:mod:`clustertwin.train.ramp`); 0 without one."""
+    raw = case.get("batch_ramp")
+    if raw is None:
+        return 0.0
+    from clustertwin.train.ramp import batch_ramp
+
+    if not isinstance(raw, dict) or set(raw) != {"start_batch", "tokens"}:
+        raise SpecError("expected {start_batch: sequences, tokens: tokens trained while the batch rises}",
+                        path=("batch_ramp",))
+    try:
+        start, ramp = int(raw["start_batch"]), float(raw["tokens"])
+    except (TypeError, ValueError) as err:
+        raise SpecError(f"not a number: {err}", path=("batch_ramp",)) from None
+    if not ramp < float(case["tokens"]):
+        raise SpecError("the ramp must be shorter than the run's tokens", path=("batch_ramp", "tokens"))
+    return batch_ramp(model, cluster, e, par, start, ramp).extra_tokens
