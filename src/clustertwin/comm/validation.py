@@ -5,7 +5,8 @@ A case gives ``node`` (preset id or inline node spec), ``nodes`` and/or ``gpus``
 ``ranks_per_node``, ``network`` (else the cluster default: InfiniBand matching the NIC rate) and
 ``calibration`` (``{comm: {...}}``), ``gpus_per_process`` (nccl-tests ``-g``, default 1: one process
 per GPU as with mpirun), ``cuda_graph`` (nccl-tests ``-G``, default false) and ``symmetric_memory``
-(nccl-tests ``-R 2``, default false). Predicted keys: ``busbw_gb_per_s``, ``algbw_gb_per_s``,
+(nccl-tests ``-R 2``, default false); a setting the case states only in its ``source``/``notes`` is read from
+there (:mod:`clustertwin.comm.case_text`). Predicted keys: ``busbw_gb_per_s``, ``algbw_gb_per_s``,
 ``time_us``, plus the chosen ``algorithm`` and ``protocol``.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from clustertwin import specs
+from clustertwin.comm.case_text import settings_from_text
 from clustertwin.comm.model import collective
 from clustertwin.errors import SpecError, did_you_mean
 from clustertwin.units import parse_size
@@ -59,6 +61,8 @@ def evaluate(case: dict[str, Any]) -> dict[str, Any]:
     for key in ("op", "bytes"):
         if key not in case:
             raise SpecError("required field missing", path=(key,))
+    read = settings_from_text(case)
+    case = {**read, **case}
     cluster = _cluster(case)
     gpus = int(case.get("gpus") or cluster.total_gpus)
     calibration = specs.build(specs.Calibration, case["calibration"], prefix=("calibration",)) \
@@ -78,4 +82,5 @@ def evaluate(case: dict[str, Any]) -> dict[str, Any]:
         "algorithm": res.algorithm,
         "protocol": res.protocol,
         "bottleneck": res.breakdown.get("bottleneck"),
+        "read_from_text": read,
     }

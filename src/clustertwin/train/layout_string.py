@@ -220,3 +220,24 @@ def pinned_layout_string(fixed: dict, model) -> ParsedLayout | None:
     parsed = parse_pipeline_layout(str(text), int(fixed["pp"]), int(fixed["vpp"]), model.layers)
     fixed.update(embedding_in_split=False, loss_in_split=False)
     return parsed
+
+
+def balanced_layout(layers: int, pp: int, vpp: int) -> str | None:
+    """The layout string Megatron-Bridge's recipes give a model whose layers do not split into ``pp x vpp``
+    whole chunks (``set_deepseek_v3_pipeline_model_parallel_layout``): ``ceil(layers / chunks)`` layers per
+    chunk, the embedding with the first, the rest in the last chunk with the loss; DeepSeek-V3's 61 layers
+    give ``Et*4|(t*4|)*14tL`` for 16 chunks and ``Et*8|(t*8|)*6t*5L`` for 8, the recipe's own strings. When
+    that would leave the last chunk empty, the layers are spread as evenly as possible instead (the first
+    ``layers mod chunks`` chunks one more). None when the layers split evenly or cannot fill the chunks."""
+    chunks = pp * vpp
+    if chunks < 2 or layers % chunks == 0 or layers < chunks:
+        return None
+    per = -(-layers // chunks)
+    rest = layers - per * (chunks - 1)
+    if rest >= 1:
+        sizes = [per] * (chunks - 1) + [rest]
+    else:
+        base, extra = divmod(layers, chunks)
+        sizes = [base + 1] * extra + [base] * (chunks - extra)
+    parts = [("t" if n == 1 else f"t*{n}") for n in sizes]
+    return "E" + "|".join(parts) + "L"

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from typing import Any
 
 from clustertwin.errors import SpecError, did_you_mean
@@ -132,8 +133,26 @@ def predict(model: ModelSpec, cluster: ClusterSpec, par: ParallelismSpec, gpus: 
     given = set(par.model_fields_set)
     if par.gpus != gpus and given >= {"tp", "pp", "dp"}:
         raise SpecError(f"tp x pp x dp x cp = {par.gpus} but the case has {gpus} GPUs", path=("parallelism",))
+    layout = _recipe_layout(model, par, given)
+    if layout:
+        par, given = par.model_copy(update={"pipeline_layout": layout}), given | {"pipeline_layout"}
     extra = {} if is_complete(given, par) else _stack_defaults(par, cluster, params)
-    return complete_layout(model, cluster, par, gpus, given, extra_fixed=extra, params=params)[0]
+    e = complete_layout(model, cluster, par, gpus, given, extra_fixed=extra, params=params)[0]
+    return replace(e, searched_fields={**e.searched_fields, "pipeline_layout": layout}) if layout else e
+
+
+def _recipe_layout(model: ModelSpec, par: ParallelismSpec, given: set[str]) -> str | None:
+    """The pipeline layout string of a case that gives a vpp whose chunks cannot hold whole layers (with or
+    without the embedding/loss slots) and no stage split: the run had one, and Megatron-Bridge's recipes
+    build it by :func:`~clustertwin.train.layout_string.balanced_layout`."""
+    if "vpp" not in given or par.vpp < 2 or given & {"pipeline_layout", "first_stage_layers", "last_stage_layers"}:
+        return None
+    chunks = par.pp * par.vpp
+    if any((model.layers + slots) % chunks == 0 for slots in (0, 1, 2)):
+        return None
+    from clustertwin.train.layout_string import balanced_layout
+
+    return balanced_layout(model.layers, par.pp, par.vpp)
 
 
 def _prediction(e: TrainEstimate) -> dict[str, Any]:

@@ -1,0 +1,53 @@
+"""A collective case's run settings read from its words (comm/case_text.py) when the case leaves the field out:
+nccl-tests flags, the Azure guide's one-process runs, DeepEP's kernels by name; a field the case gives wins."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from tests.conftest import VALIDATION, need_shared
+
+from clustertwin import validate
+from clustertwin.comm.case_text import settings_from_text
+
+
+@pytest.mark.parametrize(("case", "want"), [
+    ({"notes": "all_reduce_perf -b 8 -e 8G -f 2 -g 8"}, {"gpus_per_process": 8}),
+    ({"notes": "mpirun 8 ranks, CUDA graphs (-G 100)"}, {"cuda_graph": True}),
+    ({"notes": "No graphs. -G 0 would not count"}, {}),
+    ({"notes": "symmetric-memory kernels (-R 2)"}, {"symmetric_memory": True}),
+    ({"notes": "DeepEP V1 low-latency kernels (pure RDMA)"}, {"algorithm": "deepep_ll"}),
+    ({"notes": "DeepEP V1 normal (high-throughput) kernels"}, {"algorithm": "deepep"}),
+    ({"notes": "env NCCL_ALGO=Tree NCCL_PROTO=LL128"}, {"algorithm": "tree", "protocol": "LL128"}),
+    ({"notes": "NCCL_ALGO=Ring,Tree NCCL_PROTO=Simple"}, {"protocol": "Simple"}),  # a list allows, not forces
+    ({"source": "Azure/AI-benchmarking-guide, ND H100 v5 results", "gpus": 8}, {"gpus_per_process": 8}),
+    ({"notes": "-g 8", "gpus_per_process": 1, "algorithm": "ring"}, {}),  # what the case gives wins
+    ({"notes": "a--g 8 x-G 5 y-R 2"}, {}),  # flags stand alone, not inside words
+])
+def test_settings_from_text(case, want):
+    assert settings_from_text(case) == want
+
+
+def test_the_shipped_cases_read_what_their_words_say():
+    """What the words of each shipped case say agrees with the fields the case states (the fields were
+    written from the same sources; the GCP rows' tuner settings and CoreWeave's NCCL release come from the
+    runs' repositories, not the text, so they are not read)."""
+    with open(need_shared(VALIDATION / "collective_tables.yaml"), encoding="utf-8") as f:
+        shipped = {c["id"]: c for c in yaml.safe_load(f)["cases"]}
+    read = 0
+    for cid, case in shipped.items():
+        bare = {k: v for k, v in case.items() if k in ("id", "source", "notes", "gpus")}
+        for key, value in settings_from_text(bare).items():
+            if key in case:
+                assert case[key] == value, (cid, key)
+                read += 1
+    assert read >= 40
+
+
+def test_validate_reports_what_it_read():
+    with open(need_shared(VALIDATION / "collective_tables.yaml"), encoding="utf-8") as f:
+        case = next(c for c in yaml.safe_load(f)["cases"] if c["id"] == "r2-deepep-v1-ll-ep256-dispatch")
+    bare = {k: v for k, v in case.items() if k != "algorithm"}
+    r = validate.evaluate_case(bare)
+    assert r.predicted["read_from_text"] == {"algorithm": "deepep_ll"}
+    assert r.rel_error == validate.evaluate_case(case).rel_error
