@@ -87,3 +87,22 @@ def test_stack_defaults_apply_to_moe_runs_of_the_named_stack_only(dsv3):
     assert stack_layout_defaults(dense, cluster, par, set(), prm) == {}
     other = par.model_copy(update={"software_stack": "megatron-core-2024"})
     assert stack_layout_defaults(model, cluster, other, set(), prm) == {}
+
+
+def test_a_vpp_without_whole_chunks_gets_the_recipe_layout():
+    """Megatron-Bridge's DeepSeek-V3 recipe strings come out of the rule (ceil(layers / chunks) per chunk, the
+    rest with the loss); a case that gives pp4 vpp4 and no layout evaluates with it (it failed before)."""
+    from clustertwin.train.layout_string import balanced_layout, parse_pipeline_layout
+
+    assert parse_pipeline_layout(balanced_layout(61, 4, 4), 4, 4, 61).stage_layers == \
+        parse_pipeline_layout("Et*4|(t*4|)*14tL", 4, 4, 61).stage_layers
+    assert balanced_layout(61, 8, 1) == "Et*8|t*8|t*8|t*8|t*8|t*8|t*8|t*5L"  # = Et*8|(t*8|)*6t*5L
+    assert balanced_layout(96, 8, 4) is None and balanced_layout(7, 8, 1) is None
+    assert parse_pipeline_layout(balanced_layout(10, 4, 2), 4, 2, 10).stage_layers == (3, 3, 2, 2)
+    with open(need_shared(VALIDATION / "train_more.yaml"), encoding="utf-8") as f:
+        case = next(c for c in yaml.safe_load(f)["cases"] if c["id"] == "mb2608-gb200-deepseekv3-pp4vp4-ep64")
+    case["parallelism"].pop("pipeline_layout")  # as the published table gives it
+    r = validate.evaluate_case(case)
+    assert r.error is None, r.error
+    assert r.predicted["searched_fields"]["pipeline_layout"].startswith("Et*4|")
+    assert abs(r.rel_error["tokens_per_s"]) < 0.15
