@@ -167,3 +167,21 @@ def test_a_case_names_its_stack_and_the_prediction_says_what_was_filled():
     with pytest.raises(SpecError, match="disagree"):
         evaluate({**base, "stack": "deepspeed-2022",
                   "parallelism": {**base["parallelism"], "software_stack": "megatron-2022"}})
+
+
+def test_an_inline_model_named_as_a_preset_takes_the_fields_it_leaves_out():
+    """A source table's summary of Qwen3-30B-A3B omits head_dim 128 (hidden / heads would be 64); the inline
+    spec names the preset and agrees with it, so the preset fills it. A spec that disagrees on a field it
+    gives is a variant and stays as written."""
+    from clustertwin.train.validation import _model
+
+    raw = {"name": "qwen3-30b-a3b", "layers": 48, "hidden": 2048, "heads": 32, "kv_heads": 4, "ffn_hidden": 6144,
+           "vocab": 151936, "seq_len": 4096, "ffn": "swiglu",
+           "moe": {"experts": 128, "top_k": 8, "expert_ffn_hidden": 768, "shared_experts": 0}}
+    assert _model({"model": raw}).head_dim == 128
+    variant = {**raw, "layers": 24}
+    assert _model({"model": variant}).head_dim is None
+    oss = _model({"model": {"name": "gpt-oss-120b", "layers": 36, "hidden": 2880, "heads": 64, "kv_heads": 8,
+                            "head_dim": 64, "ffn_hidden": 2880, "vocab": 201088, "ffn": "swiglu",
+                            "moe": {"experts": 128, "top_k": 4, "expert_ffn_hidden": 2880}}})
+    assert (oss.attention_window, oss.full_attention_every, oss.gate_activation) == (128, 2, "quick_gelu")

@@ -46,8 +46,32 @@ def _model(case: dict) -> ModelSpec:
         raise SpecError("required field missing", path=("model",))
     key = json.dumps(raw, sort_keys=True, default=str)
     if key not in _MODELS:
-        _MODELS[key] = load(ModelSpec, raw, kind="model")
+        _MODELS[key] = load(ModelSpec, _with_preset_fields(raw), kind="model")
     return _MODELS[key]
+
+
+def _with_preset_fields(raw: Any) -> Any:
+    """An inline model spec whose ``name`` is a catalog preset id and which agrees with that preset on every
+    field it gives (``seq_len`` aside: a run's own) is the published model: it takes the preset's fields it
+    leaves out (head_dim, window pattern, sinks, gate activation), which a source table's summary omits."""
+    if not isinstance(raw, dict) or "preset" in raw or not isinstance(raw.get("name"), str):
+        return raw
+    from clustertwin import catalog
+
+    name = raw["name"].strip().lower()
+    if name not in catalog.ids("model"):
+        return raw
+    preset = catalog.get("model", name).model_dump(exclude_none=True, exclude={"id", "source", "notes"})
+    for field, value in raw.items():
+        if field in ("name", "seq_len"):
+            continue
+        want = preset.get(field)
+        if isinstance(value, dict) and isinstance(want, dict):
+            if any(want.get(k) != v for k, v in value.items()):
+                return raw
+        elif want != value:
+            return raw
+    return {**preset, **raw}
 
 
 def _cluster(case: dict, min_gpus: int | None = None) -> tuple[ClusterSpec, int | None]:
