@@ -63,3 +63,14 @@ def test_validate_with_no_argument_runs_every_shipped_file() -> None:
     assert res.code == 0, res.stderr
     by_file = json.loads(res.stdout)["summary"]["by_file"]
     assert {"collective.yaml", "collective_tables.yaml", "reliability.yaml"} <= set(by_file)
+
+
+def test_provenance_keys_never_fail_a_case():
+    """``confidence``, ``date``, ``url`` and ``tags`` describe a source: every kind takes them (a typo of an
+    input still fails, naming the nearest key)."""
+    case = {"id": "a100-8", "kind": "collective", "node": "dgx-a100-80gb", "nodes": 1, "gpus": 8,
+            "op": "all_reduce", "bytes": 2**32, "measured": {"busbw_gb_per_s": 232.5},
+            "confidence": "high", "date": "2024-05-01", "url": "https://example.org/log", "tags": ["nccl"]}
+    assert validate.evaluate_case(case).error is None
+    bad = validate.evaluate_case({**case, "algoritm": "ring"})
+    assert "algorithm" in bad.error

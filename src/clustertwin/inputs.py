@@ -279,3 +279,9 @@ def csv_rows(lines: Iterable[str], *, fields: int | None = None, min_fields: int
             damage.add("wrong field count", n)
             continue
         yield n, row
+
+
+CASE_METADATA_KEYS = frozenset({"id", "kind", "source", "notes", "measured", "confidence", "date", "url", "tags"})
+"""Keys every validation case may carry besides its kind's inputs (validation/README.md): identity, provenance
+and the measured values; ``confidence`` (high, medium, low), ``date``, ``url`` and ``tags`` describe the
+source and change no prediction."""

@@ -18,11 +18,12 @@ from clustertwin import specs
 from clustertwin.comm.case_text import settings_from_text
 from clustertwin.comm.model import collective
 from clustertwin.errors import SpecError, did_you_mean
+from clustertwin.inputs import CASE_METADATA_KEYS
 from clustertwin.units import parse_size
 
-CASE_KEYS = frozenset({"id", "kind", "source", "notes", "measured", "node", "nodes", "gpus", "op", "bytes",
-                       "algorithm", "protocol", "ranks_per_node", "network", "cluster", "calibration",
-                       "gpus_per_process", "cuda_graph", "symmetric_memory", "nccl_version", "nvls"})
+CASE_KEYS = CASE_METADATA_KEYS | frozenset({
+    "node", "nodes", "gpus", "op", "bytes", "algorithm", "protocol", "ranks_per_node", "network", "cluster",
+    "calibration", "gpus_per_process", "cuda_graph", "symmetric_memory", "nccl_version", "nvls"})
 
 
 def _cluster(case: dict[str, Any]) -> specs.ClusterSpec:

@@ -17,9 +17,10 @@ from clustertwin import specs
 from clustertwin.errors import SpecError, did_you_mean
 from clustertwin.hpc.hpl import hpl
 from clustertwin.hpc.workloads import HPLSpec
+from clustertwin.inputs import CASE_METADATA_KEYS
 
-CASE_KEYS = frozenset({"id", "kind", "source", "notes", "measured", "system", "list", "gpu", "gpus", "nodes",
-                       "fabric", "cpu", "cpus_per_node", "nic_gbit_per_s", "topology", "hpl"})
+CASE_KEYS = CASE_METADATA_KEYS | frozenset({"system", "list", "gpu", "gpus", "nodes", "fabric", "cpu",
+                                            "cpus_per_node", "nic_gbit_per_s", "topology", "hpl"})
 GPUS_PER_SOCKET = 4
 """Default host sockets: one per four GPUs (Frontier, Perlmutter: 1 per 4; DGX-class: 2 per 8)."""
 

@@ -37,11 +37,12 @@ import numpy as np
 
 from clustertwin import specs
 from clustertwin.errors import SpecError, did_you_mean
+from clustertwin.inputs import CASE_METADATA_KEYS
 from clustertwin.sched import contention
 from clustertwin.topology import build
 
-CASE_KEYS = frozenset({"id", "kind", "source", "notes", "measured", "cluster", "routing", "flows_per_nic",
-                       "jobs", "job", "compare", "tolerance"})
+CASE_KEYS = CASE_METADATA_KEYS | frozenset({"cluster", "routing", "flows_per_nic", "jobs", "job", "compare",
+                                            "tolerance"})
 JOB_KEYS = frozenset({"nodes", "placement", "seed", "node_list"})
 COMPARE_KEYS = frozenset({"routing", "flows_per_nic"})
 PLACEMENTS = ("packed", "random", "node_list")
