@@ -50,6 +50,7 @@ ESTIMATE_ONLY: dict[str, str] = {
     "--timeline": "the per-rank timeline of one estimated step (search ranks many layouts)",
     "--trace-out": "profiler traces of one estimated step (search ranks many layouts)",
     "--strict-layout": "keeps the literal defaults of fields not given; search chooses every such field",
+    "--batch-ramp": "a run's time to train with its batch-size ramp (search ranks layouts by their steady steps)",
 }
 
 

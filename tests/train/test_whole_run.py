@@ -106,3 +106,21 @@ def test_a_vpp_without_whole_chunks_gets_the_recipe_layout():
     assert r.error is None, r.error
     assert r.predicted["searched_fields"]["pipeline_layout"].startswith("Et*4|")
     assert abs(r.rel_error["tokens_per_s"]) < 0.15
+
+
+def test_train_estimate_takes_a_batch_ramp(cli):
+    base = ["train", "estimate", "-c", "deepseek-v3-2048-h800", "-m", "deepseek-v3", "-g", "2048", "-b", "15360",
+            "--tp", "1", "--pp", "16", "--ep", "64", "-p", "fp8", "--stack", "deepseek-2024", "--tokens", "14.8e12",
+            "--json"]
+    import json
+
+    plain = json.loads(cli(*base).stdout)["time_to_train"]
+    ramped = json.loads(cli(*base, "--batch-ramp", "3072,469e9").stdout)["time_to_train"]
+    assert plain["ramp_extra_tokens"] == 0 and ramped["tokens"] == plain["tokens"] == 14.8e12
+    assert 1e10 < ramped["ramp_extra_tokens"] < 5e10
+    assert ramped["days"] == pytest.approx(plain["days"] * (1 + ramped["ramp_extra_tokens"] / 14.8e12), rel=1e-9)
+    assert ramped["tokens_per_s"] < plain["tokens_per_s"]  # the run's average
+    for bad, said in (("3072", "expected START,TOKENS"), ("3072,2e13", "fewer than --tokens"),
+                      ("99999,1e9", "above the global batch")):
+        r = cli(*base, "--batch-ramp", bad)
+        assert r.code == 2 and said in r.stderr, r.stderr

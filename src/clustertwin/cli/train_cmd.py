@@ -74,7 +74,8 @@ def _ttt_rows(ttt) -> list[list[Any]]:
     """Time-to-train rows; the cost rows say what they price (energy only unless a GPU-hour price is given)."""
     from clustertwin.facility.cost import time_to_train_cost_rows
 
-    return [["tokens", ttt.tokens], ["days", ttt.days], ["GPU-hours", ttt.gpu_hours],
+    ramp = [["batch ramp: extra steady-step tokens", ttt.ramp_extra_tokens]] if ttt.ramp_extra_tokens else []
+    return [["tokens", ttt.tokens], *ramp, ["days", ttt.days], ["GPU-hours", ttt.gpu_hours],
             [f"energy (MWh, PUE {ttt.pue:.2f})", ttt.energy_mwh],
             *time_to_train_cost_rows(ttt.energy_cost_usd, ttt.cost_usd, ttt.gpu_hours)]
 
@@ -127,6 +128,10 @@ def estimate_command(
     dataset: str = DatasetOpt,
     with_failures: bool = typer.Option(False, "--with-failures",
                                        help="Add failures, checkpoints and restarts to time-to-train (needs --tokens)."),
+    batch_ramp: str = typer.Option(None, "--batch-ramp",
+                                   help="With --tokens: the global batch rises linearly from START sequences over "
+                                        "the first TOKENS tokens (START,TOKENS, e.g. 3072,469e9); time-to-train "
+                                        "adds the slower small-batch steps."),
     async_checkpoint: bool = typer.Option(False, "--async-checkpoint", help="With failures: asynchronous saves."),
     hot_spares: int = typer.Option(None, "--hot-spares", help="With failures: hot-spare nodes (policy spares)."),
     trials: int = typer.Option(1000, "--trials", help="With failures: Monte Carlo trials (0 = analytical only)."),

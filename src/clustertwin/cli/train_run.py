@@ -45,9 +45,12 @@ def estimate_result(*, cluster: str, model: str, gpus: int | None, global_batch:
                     precision: str, tokens: float | None, usd_per_gpu_hour: float, calibration: str | None,
                     force: bool, stack: str, placement: str, dataset: str, with_failures: bool,
                     async_checkpoint: bool, hot_spares: int | None, trials: int, seed: int,
-                    strict_layout: bool = False, **layout: Any) -> tuple[Any, Any, Any, Any, Any]:
+                    strict_layout: bool = False, batch_ramp: str | None = None,
+                    **layout: Any) -> tuple[Any, Any, Any, Any, Any]:
     """(estimate, time to train, with failures, model, cluster) of ``train estimate``'s arguments: the
-    command and the web API share this (``layout``: the layout options, :data:`LAYOUT_PARAMS`)."""
+    command and the web API share this (``layout``: the layout options, :data:`LAYOUT_PARAMS`). With
+    ``batch_ramp`` (``START,TOKENS``) the time to train adds the ramp's slower steps
+    (:mod:`clustertwin.train.ramp`); its tokens/s is then the run's average."""
     from clustertwin.train import estimate, time_to_train
 
     args, recompute, zero = layout, layout["recompute"], layout["zero"]
@@ -61,6 +64,8 @@ def estimate_result(*, cluster: str, model: str, gpus: int | None, global_batch:
                          stack=stack, calibration=cal, searched=not strict_layout)
     if with_failures and not tokens:
         raise SpecError("--with-failures needs a token budget (--tokens)")
+    if batch_ramp and not tokens:
+        raise SpecError("--batch-ramp needs a token budget (--tokens)")
     inputs = path_inputs(placement, dataset, c.nodes)
     if strict_layout:
         e = estimate(m, c, par, calibration=cal, **inputs)
@@ -68,20 +73,49 @@ def estimate_result(*, cluster: str, model: str, gpus: int | None, global_batch:
         from clustertwin.train.complete import complete_layout
 
         e, _ = complete_layout(m, c, par, gpus or c.total_gpus, set(fields), calibration=cal, **inputs)
-    ttt = time_to_train(e, tokens, c, usd_per_gpu_hour) if tokens else None
+    run_tokens = tokens + _ramp_extra(batch_ramp, tokens, m, c, e, par) if tokens else None
+    ttt = _as_run(time_to_train(e, run_tokens, c, usd_per_gpu_hour), tokens) if tokens else None
     rel = None
     if with_failures and ttt:
         from clustertwin.reliability.train_run import time_to_train_with_failures
 
-        rel = time_to_train_with_failures(e, tokens, c, m, usd_per_gpu_hour=usd_per_gpu_hour,
+        rel = time_to_train_with_failures(e, run_tokens, c, m, usd_per_gpu_hour=usd_per_gpu_hour,
                                           async_checkpoint=async_checkpoint, hot_spares=hot_spares,
                                           trials=trials, seed=seed)
     return e, ttt, rel, m, c
 
 
+def _ramp_extra(text: str | None, tokens: float, m: Any, c: Any, e: Any, par: Any) -> float:
+    """Steady-step tokens ``--batch-ramp`` adds to ``tokens`` (0 without one)."""
+    if not text:
+        return 0.0
+    from clustertwin.train.ramp import batch_ramp, parse_batch_ramp
+
+    start, ramp_tokens = parse_batch_ramp(text)
+    if ramp_tokens >= tokens:
+        raise SpecError(f"--batch-ramp: the ramp's {ramp_tokens:,.3g} tokens must be fewer than --tokens {tokens:,.3g}")
+    if start > par.global_batch:
+        raise SpecError(f"--batch-ramp: START {start} is above the global batch {par.global_batch}")
+    return batch_ramp(m, c, e, par, start, ramp_tokens).extra_tokens
+
+
+def _as_run(ttt: Any, tokens: float) -> Any:
+    """A time to train of the run's own ``tokens``: the same days and costs, the run's average tokens/s."""
+    from dataclasses import replace
+
+    from clustertwin.units import DAY_S
+
+    if ttt.tokens == tokens:
+        return ttt
+    return replace(ttt, tokens=tokens, tokens_per_s=tokens / (ttt.days * DAY_S), ramp_extra_tokens=ttt.tokens - tokens)
+
+
 def searched_note(chosen: dict[str, Any]) -> str:
     """The line that says which layout fields the search chose (``train estimate``, ``explain``)."""
-    shown = ", ".join(f"{LAYOUT_OPTIONS.get(k, k)} {str(v).lower()}" for k, v in chosen.items())
+    def value(v: Any) -> str:
+        return ",".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v).lower()
+
+    shown = ", ".join(f"{LAYOUT_OPTIONS.get(k, k)} {value(v)}" for k, v in chosen.items())
     return f"layout fields not given, chosen by search: {shown} (--strict-layout: the literal defaults)"
 
 

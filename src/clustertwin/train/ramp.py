@@ -67,3 +67,18 @@ def batch_ramp(model: ModelSpec, cluster: ClusterSpec, final: TrainEstimate, par
         batches.append(b)
         equivalent += ramp_tokens / segments * final_rate / rate
     return BatchRamp(start_batch, float(ramp_tokens), equivalent, tuple(batches))
+
+
+def parse_batch_ramp(text: str, option: str = "--batch-ramp") -> tuple[int, float]:
+    """``START,TOKENS`` (e.g. ``3072,469e9``) as (start batch, ramp tokens); SpecError naming ``option``."""
+    parts = [x.strip() for x in str(text).split(",")]
+    try:
+        if len(parts) != 2:
+            raise ValueError
+        start, tokens = int(parts[0]), float(parts[1])
+    except ValueError:
+        raise SpecError(f"{option} {str(text)[:40]!r}: expected START,TOKENS (sequences, tokens), e.g. 3072,469e9"
+                        ) from None
+    if start < 1 or not tokens > 0 or tokens != tokens or tokens == float("inf"):
+        raise SpecError(f"{option} {str(text)[:40]!r}: START must be >= 1 and TOKENS a finite number > 0")
+    return start, tokens

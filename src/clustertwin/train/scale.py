@@ -56,6 +56,9 @@ class TimeToTrain:
     pue: float
     cost_usd: float
     energy_cost_usd: float
+    ramp_extra_tokens: float = 0.0
+    """Tokens of steady steps a batch-size ramp's slower steps are worth, included in the days
+    (:mod:`clustertwin.train.ramp`); 0 without a ramp."""
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
