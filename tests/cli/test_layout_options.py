@@ -189,8 +189,9 @@ def test_old_spelling_warns(cli) -> None:
 
 def test_search_pins_moe_overlap_and_recompute_modules() -> None:
     """DeepSeek-V3's own features reach the search: with DualPipe and per-module recompute pinned, every layout
-    listed carries them and the best is faster than the search without them (the published layout once beat
-    the searched best by 19% because the search could not use either)."""
+    listed carries them and the best is faster than the search pinned to neither (the published layout once
+    beat the searched best by 19% because the search could not use either); on the deepseek-2024 stack an
+    unpinned search takes them from the stack (Stack.moe_layout_defaults)."""
     from tests.conftest import EXAMPLES
 
     from clustertwin import catalog, specs, train
@@ -199,9 +200,10 @@ def test_search_pins_moe_overlap_and_recompute_modules() -> None:
     c = specs.load(specs.ClusterSpec, str(EXAMPLES / "clusters" / "deepseek-v3-2048-h800.yaml"))
     base = {"tp": 1, "pp": 16, "ep": 64}
     kw = {"global_batch": 15360, "precision": "fp8", "top": 3, "software_stack": "deepseek-2024", "seq_len": 4096}
-    plain = train.search(m, c, fixed=base, **kw)
+    plain = train.search(m, c, fixed={**base, "moe_overlap": "none", "recompute_modules": []}, **kw)
     pinned = train.search(m, c, fixed={**base, "moe_overlap": "dualpipe",
                                        "recompute_modules": ["layernorm", "mla_up_proj"]}, **kw)
+    assert train.search(m, c, fixed=base, **kw).best.step_time_s == pinned.best.step_time_s
     assert pinned.top and all(e.layout["moe_overlap"] == "dualpipe" for e in pinned.top)
     assert all(set(e.layout["recompute_modules"]) == {"layernorm", "mla_up_proj"} for e in pinned.top)
     assert all(e.layout["pp"] % 2 == 0 for e in pinned.top)

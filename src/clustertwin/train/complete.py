@@ -20,7 +20,7 @@ from clustertwin.train.data import DEFAULT_DATASET
 from clustertwin.train.estimate import TrainEstimate, estimate
 from clustertwin.train.params import TrainParams, resolve_params
 from clustertwin.train.search import SPEC_FIELDS, SPLIT_FIELDS, search
-from clustertwin.train.stack import ALIASES, resolve_stack, stack_violation
+from clustertwin.train.stack import ALIASES, moe_layout_defaults, resolve_stack, stack_violation
 
 #: layout fields the search varies; a layout giving all of them is estimated directly
 SEARCH_FIELDS = frozenset(SPEC_FIELDS.values())
@@ -52,20 +52,12 @@ def _check_given(par: ParallelismSpec, given: set[str], cluster: ClusterSpec, pa
 
 def stack_layout_defaults(model: ModelSpec, cluster: ClusterSpec, par: ParallelismSpec, given: set[str],
                           params: TrainParams) -> dict[str, Any]:
-    """The layout fields of an MoE model's run that ``par``'s named software stack fixes
-    (``Stack.moe_layout_defaults``: DeepSeek's stack runs DualPipe and recomputes RMSNorm and the MLA
-    up-projections) and ``given`` leaves out. DualPipe is taken only where the pipeline can run it (an
-    even pp >= 2, or a pp left to the search, which then keeps to even ones)."""
-    if not model.moe or par.software_stack in ("auto", *ALIASES):
+    """The layout fields of an MoE model's run that ``par``'s named software stack fixes and ``given``
+    leaves out (:func:`~clustertwin.train.stack.moe_layout_defaults`)."""
+    if par.software_stack in ("auto", *ALIASES):
         return {}
-    out = {}
-    for name, value in resolve_stack(par.software_stack, cluster, params).moe_layout_defaults:
-        if name in given:
-            continue
-        if name == "moe_overlap" and value == "dualpipe" and "pp" in given and (par.pp < 2 or par.pp % 2):
-            continue
-        out[name] = value
-    return out
+    stack = resolve_stack(par.software_stack, cluster, params)
+    return moe_layout_defaults(stack, bool(model.moe), {k: getattr(par, k) for k in given if hasattr(par, k)})
 
 
 def complete_layout(model: ModelSpec, cluster: ClusterSpec, par: ParallelismSpec, gpus: int, given: set[str], *,

@@ -41,7 +41,7 @@ from clustertwin.train.params import TrainParams, resolve_params
 from clustertwin.train.resolve import default_sequence_parallel
 from clustertwin.train.rules import MESSAGES, RULES, searched_vpps, violations
 from clustertwin.train.search_prune import cheapest_fitting
-from clustertwin.train.stack import STACKS, Stack, resolve_stack
+from clustertwin.train.stack import STACKS, Stack, moe_layout_defaults, resolve_stack
 from clustertwin.train.step import evaluate_layouts
 from clustertwin.units import GIB
 
@@ -244,6 +244,7 @@ def search(model: ModelSpec, cluster: ClusterSpec, *, global_batch: int, gpus: i
         raise SpecError(f"gpus={n} exceeds the cluster's {cluster.total_gpus} GPUs", path=("gpus",))
     hw = hardware(cluster, precision, prm, stack)
     fx = dict(fixed or {})
+    fx.update(moe_layout_defaults(stack, bool(model.moe), fx))  # what the stack's runs fix (stack.py)
     parsed = pinned_layout_string(fx, model)  # a layout string pins the stage plan (layout_string.py)
     mode = fx.get("moe_overlap")
     bad = overlap_violation(stack.name, stack.moe_overlaps, str(mode), model, 2) if mode else None

@@ -52,6 +52,7 @@ release year (``TrainParams.te_stack_min_year``): the stack the published runs o
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from clustertwin.errors import SpecError, did_you_mean
 from clustertwin.specs.cluster import ClusterSpec
@@ -224,6 +225,21 @@ def resolve_stack(name: str | None, cluster: ClusterSpec, params: TrainParams) -
         raise SpecError(f"unknown software stack '{name}'{did_you_mean(str(name), NAMES)} (expected one of "
                         f"{', '.join(NAMES)})", path=("software_stack",))
     return STACKS[key]
+
+
+def moe_layout_defaults(stack: Stack, is_moe: bool, given: dict[str, Any]) -> dict[str, Any]:
+    """The fields of ``stack.moe_layout_defaults`` an MoE run's ``given`` fields leave out (DeepSeek's stack:
+    DualPipe and the RMSNorm / MLA up-projection recompute); DualPipe only where a given pp can run it (even,
+    >= 2; a pp left to the search keeps to even ones)."""
+    if not is_moe:
+        return {}
+    out = {}
+    for name, value in stack.moe_layout_defaults:
+        pp = given.get("pp")
+        if name in given or (value == "dualpipe" and pp is not None and (int(pp) < 2 or int(pp) % 2)):
+            continue
+        out[name] = value
+    return out
 
 
 def stack_violation(stack: Stack, *, sequence_parallel: bool, recompute: str, zero: int, cp: int, vpp: int,
