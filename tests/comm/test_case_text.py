@@ -23,6 +23,12 @@ from clustertwin.comm.case_text import settings_from_text
     ({"source": "Azure/AI-benchmarking-guide, ND H100 v5 results", "gpus": 8}, {"gpus_per_process": 8}),
     ({"notes": "-g 8", "gpus_per_process": 1, "algorithm": "ring"}, {}),  # what the case gives wins
     ({"notes": "a--g 8 x-G 5 y-R 2"}, {}),  # flags stand alone, not inside words
+    ({"notes": "GPUDirect-TCPXO NICs", "op": "all_gather"}, {"network": {"fabric": "gcp-tcpxo"}}),
+    ({"notes": "NCCL_BUFFSIZE=4194304"}, {"calibration": {"comm": {"chunk_bytes": 524288}}}),
+    ({"source": "GCP a3-megagpu-8g, 2 VMs", "op": "all_reduce", "nodes": 2},  # the platform's profile + tuner
+     {"protocol": "Simple", "nvls": False, "algorithm": "tree", "calibration": {"comm": {"chunk_bytes": 1048576}}}),
+    ({"source": "GCP a3-megagpu-8g, 4 VMs", "op": "all_reduce", "nodes": 4},  # a shape the tuner config leaves
+     {"protocol": "Simple", "nvls": False, "calibration": {"comm": {"chunk_bytes": 1048576}}}),
 ])
 def test_settings_from_text(case, want):
     assert settings_from_text(case) == want
