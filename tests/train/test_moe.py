@@ -173,7 +173,9 @@ def test_deepseek_v3_published_layout_fits_h800_with_the_all_to_all_mostly_hidde
     assert dual.fits and dual.memory_gib_per_gpu <= 80
     bd_d, bd_n = dual.to_dict()["breakdown"], plain.to_dict()["breakdown"]
     assert bd_d["ep_comm"] <= 0.4 * bd_n["ep_comm"]          # mostly hidden
-    assert bd_n["ep_comm"] >= 0.2 * plain.step_time_s          # exposed without the overlap
+    # exposed without the overlap (a sixth of the step: with 1F1B the last stage, which also runs the MTP
+    # module and its output head, is the slowest and holds fewer MoE layers than the others)
+    assert bd_n["ep_comm"] >= 0.15 * plain.step_time_s
     assert bd_d["bubble"] < 0.5 * bd_n["bubble"]               # DualPipe's bubble shape
     assert dual.memory_gib_per_gpu > plain.memory_gib_per_gpu  # two copies of the stage weights
     assert dual.hfu > dual.mfu  # the recomputed MLA up-projection counts as hardware FLOPs

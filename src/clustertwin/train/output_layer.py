@@ -47,3 +47,17 @@ def end_blocks(c: ModelShape, tp, T, g: Gemm, bw: float, params: TrainParams,
     gpu = lg_f + lg_b + T * c.vocab / t * loss_bytes / bw
     emb = T * c.h * (BF16_BYTES + BWD_ELEMENTWISE_FACTOR * 2 * BF16_BYTES) / bw
     return EndBlocks(gpu, fmax(gpu, KERNELS_LOGITS * params.kernel_host_overhead_s), emb)
+
+
+def with_mtp(ends: EndBlocks, c: ModelShape, mtp: int, tp, T, g: Gemm, layer_gpu_s, layer_s) -> EndBlocks:
+    """The end blocks with ``mtp`` multi-token-prediction modules on the last stage, where Megatron-Core and
+    DeepSeek's DualPipe place them (DeepSeek-AI 2024, section 2.2: per module the normalised hidden state and
+    the next token's embedding concatenated and projected 2h -> h, one transformer block, and the output head
+    shared with the main model, with its own loss): per module one layer's time (``layer_gpu_s`` on the GPU,
+    ``layer_s`` with its host dispatch), the projection's GEMMs and one more output layer."""
+    if not mtp:
+        return ends
+    proj_f, proj_b = g.fwd_bwd(T, c.h / as_float(tp), 2 * c.h)
+    proj = proj_f + proj_b
+    return EndBlocks(ends.logits_gpu_s + mtp * (layer_gpu_s + proj + ends.logits_gpu_s),
+                     ends.logits_s + mtp * (layer_s + proj + ends.logits_s), ends.embedding_s)

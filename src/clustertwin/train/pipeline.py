@@ -157,15 +157,20 @@ def select(k, first, middle, last):
     return where(k == FIRST, first, where(k == MIDDLE, middle, last))
 
 
-def pipeline_time(plan: StagePlan, layer_s, p2p_s, extra_first, extra_last) -> PipelineTime:
+def pipeline_time(plan: StagePlan, layer_s, p2p_s, extra_first, extra_last, paired=False) -> PipelineTime:
     """The general formula of the module docstring over the stage plan: a stage's body is its layers x
     ``layer_s`` + ``p2p_s`` per micro-batch; the first stage adds ``extra_first``, the last
-    ``extra_last``. One stage (p = 1) holds both extras."""
+    ``extra_last``. One stage (p = 1) holds both extras. ``paired`` (DualPipe, where rank r runs stage r and
+    stage p - 1 - r for the two directions' micro-batches, DeepSeek-AI 2024 section 3.2.1): the first and
+    last stages share a rank, whose micro-batch costs their mean (the deepest layers and the output head sit
+    with the embedding and the shallowest ones)."""
     m = as_float(plan.microbatches)
     b_f = plan.first_layers * layer_s + p2p_s
     b_m = plan.middle_layers * layer_s + p2p_s
     b_l = plan.last_layers * layer_s + p2p_s
     t_f, t_m, t_l = b_f + extra_first, b_m, b_l + extra_last
+    pair = 0.5 * (t_f + t_l)
+    t_f, t_l = where(paired, pair, t_f), where(paired, pair, t_l)
     single = plan.pp == 1
     has_mid = plan.middle_stages > 0
     k = where(t_l > t_f, LAST, FIRST)

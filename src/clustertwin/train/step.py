@@ -58,7 +58,7 @@ from clustertwin.train.moe import (
 )
 from clustertwin.train.moe_layout import expert_groups
 from clustertwin.train.optimizer import optimizer_time
-from clustertwin.train.output_layer import end_blocks
+from clustertwin.train.output_layer import EndBlocks, end_blocks, with_mtp
 from clustertwin.train.overlap import data_parallel_time, largest_stage
 from clustertwin.train.params import TrainParams
 from clustertwin.train.physics import check_peak
@@ -95,6 +95,18 @@ class LayerTime:
     ep: object = 0.0
     sync: object = 0.0
     """GPU idle behind the MoE dispatcher's host sync (moe.sync_stall)"""
+
+
+def _stage_extras(ends: EndBlocks, k: object, single: object, pair_k: object) -> tuple[object, object]:
+    """(GPU, with host dispatch) seconds per micro-batch of the end blocks on the slowest stage ``k``: both
+    with one stage, the embedding on the first, the output layer (and MTP modules) on the last, half of
+    both on DualPipe's first/last pair (``pair_k``)."""
+    gpu = where(single, ends.logits_gpu_s + ends.embedding_s,
+                where(k == FIRST, ends.embedding_s, where(k == LAST, ends.logits_gpu_s, 0.0)))
+    total = where(single, ends.logits_s + ends.embedding_s,
+                  where(k == FIRST, ends.embedding_s, where(k == LAST, ends.logits_s, 0.0)))
+    return (where(pair_k, 0.5 * (ends.embedding_s + ends.logits_gpu_s), gpu),
+            where(pair_k, 0.5 * (ends.embedding_s + ends.logits_s), total))
 
 
 def evaluate_layouts(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch: int,
@@ -151,10 +163,12 @@ def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch
     m = as_float(plan.microbatches)
     layer_time = fmax(lt.gpu, lt.host) + lt.sync
     host_stall = fmax(lt.host - lt.gpu, 0.0) + lt.sync
-    ends = end_blocks(c, lay.tp, T, g, bw, params, st.fused_cross_entropy)
+    ends = with_mtp(end_blocks(c, lay.tp, T, g, bw, params, st.fused_cross_entropy), c, model.mtp_layers, lay.tp,
+                    T, g, lt.gpu, layer_time)  # the MTP modules run on the last stage (output_layer.py)
     p2p_comm, p2p_host = p2p_time(lay, T, c.h, coll, grp.pp, params)
     p2p = p2p_comm + p2p_host
-    pt = pipeline_time(plan, layer_time, p2p, ends.embedding_s, ends.logits_s)
+    paired = (moe_code == MOE_OVERLAP_CODES["dualpipe"]) if model.moe else False
+    pt = pipeline_time(plan, layer_time, p2p, ends.embedding_s, ends.logits_s, paired & (lay.pp > 1))
     if model.moe:  # DualPipe's bubble shape (moe.py)
         bubble = where(moe_code == MOE_OVERLAP_CODES["dualpipe"], pt.bubble_s * dualpipe_bubble_factor(lay.pp),
                        pt.bubble_s)
@@ -175,11 +189,10 @@ def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch
     # breakdown: the steady state (m x the slowest stage) by term, then the rest
     single = lay.pp == 1
     k = pt.slowest
-    layers_k = select(k, plan.first_layers, plan.middle_layers, plan.last_layers)
-    extra_gpu = where(single, ends.logits_gpu_s + ends.embedding_s,
-                      where(k == FIRST, ends.embedding_s, where(k == LAST, ends.logits_gpu_s, 0.0)))
-    extra = where(single, ends.logits_s + ends.embedding_s,
-                  where(k == FIRST, ends.embedding_s, where(k == LAST, ends.logits_s, 0.0)))
+    pair_k = paired & ~single & (k == FIRST)  # DualPipe's first/last stage pair (pipeline_time)
+    layers_k = where(pair_k, 0.5 * (plan.first_layers + plan.last_layers),
+                     select(k, plan.first_layers, plan.middle_layers, plan.last_layers))
+    extra_gpu, extra = _stage_extras(ends, k, single, pair_k)
     bd = StepBreakdown(
         compute=m * (layers_k * lt.compute + extra_gpu),
         host_overhead=m * (layers_k * host_stall + extra - extra_gpu + p2p_host),
