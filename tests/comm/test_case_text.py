@@ -21,6 +21,7 @@ from clustertwin.comm.case_text import settings_from_text
     ({"notes": "env NCCL_ALGO=Tree NCCL_PROTO=LL128"}, {"algorithm": "tree", "protocol": "LL128"}),
     ({"notes": "NCCL_ALGO=Ring,Tree NCCL_PROTO=Simple"}, {"protocol": "Simple"}),  # a list allows, not forces
     ({"source": "Azure/AI-benchmarking-guide, ND H100 v5 results", "gpus": 8}, {"gpus_per_process": 8}),
+    ({"source": "Azure/AI-benchmarking-guide, 2 VMs", "gpus": 16, "nodes": 2}, {}),  # a process is on one host
     ({"notes": "-g 8", "gpus_per_process": 1, "algorithm": "ring"}, {}),  # what the case gives wins
     ({"notes": "a--g 8 x-G 5 y-R 2"}, {}),  # flags stand alone, not inside words
     ({"notes": "GPUDirect-TCPXO NICs", "op": "all_gather"}, {"network": {"fabric": "gcp-tcpxo"}}),

@@ -6,7 +6,7 @@ them as fields. The rules, each a convention of the tools named, never of one ca
 
 * ``gpus_per_process``: the nccl-tests flag ``-g N``; the Azure AI-benchmarking-guide's NCCL/RCCL tables
   (a source naming ``ai-benchmarking-guide``) come from one process driving every GPU of the VM, so the
-  case's GPU count;
+  case's GPU count on one node;
 * ``cuda_graph``: the flag ``-G N`` with N >= 1 (nccl-tests launches from CUDA/HIP graphs);
 * ``symmetric_memory``: the flag ``-R 2`` (NCCL 2.27's symmetric-memory registration);
 * ``algorithm``: DeepEP's kernels by name (``DeepEP`` with ``low-latency`` -> ``deepep_ll``, with
@@ -62,8 +62,8 @@ def settings_from_text(case: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if (m := _FLAG_G.search(text)) and int(m.group(1)) >= 1:
         out["gpus_per_process"] = int(m.group(1))
-    elif "ai-benchmarking-guide" in source.lower() and case.get("gpus"):
-        out["gpus_per_process"] = int(case["gpus"])
+    elif "ai-benchmarking-guide" in source.lower() and case.get("gpus") and (_nodes(case) or 1) == 1:
+        out["gpus_per_process"] = int(case["gpus"])  # one process drives the VM's GPUs (never two hosts)
     if _FLAG_BIG_G.search(text):
         out["cuda_graph"] = True
     if _FLAG_R.search(text):
