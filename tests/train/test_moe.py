@@ -88,8 +88,7 @@ def test_megatron_bridge_counts_gpt_oss_as_its_release_did(name, case_id):
                    else stack_for_source(case["source"])]
     m = _model(case)
     assert m.gate_activation == "quick_gelu"
-    got = F.flops_per_token(m, m.seq_len, causal=stack.causal_flops, windows=stack.flops_windows,
-                            gate_any=stack.flops_gate_any).model
+    got = F.flops_per_token(m, m.seq_len, **stack.flops_convention).model
     assert got == pytest.approx(_measured_flops_per_token(case), rel=0.01)
     assert stack.flops_windows == (stack.name == "megatron-bridge-2026")
     old = {"causal": True, "windows": False, "gate_any": False}  # 25.11-26.04: SwiGLU proper keeps its gate

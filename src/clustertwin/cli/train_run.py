@@ -73,13 +73,13 @@ def estimate_result(*, cluster: str, model: str, gpus: int | None, global_batch:
         from clustertwin.train.complete import complete_layout
 
         e, _ = complete_layout(m, c, par, gpus or c.total_gpus, set(fields), calibration=cal, **inputs)
-    run_tokens = tokens + _ramp_extra(batch_ramp, tokens, m, c, e, par) if tokens else None
-    ttt = _as_run(time_to_train(e, run_tokens, c, usd_per_gpu_hour), tokens) if tokens else None
+    extra = _ramp_extra(batch_ramp, tokens, m, c, e, par) if tokens else 0.0
+    ttt = time_to_train(e, tokens, c, usd_per_gpu_hour, ramp_extra_tokens=extra) if tokens else None
     rel = None
     if with_failures and ttt:
         from clustertwin.reliability.train_run import time_to_train_with_failures
 
-        rel = time_to_train_with_failures(e, run_tokens, c, m, usd_per_gpu_hour=usd_per_gpu_hour,
+        rel = time_to_train_with_failures(e, tokens + extra, c, m, usd_per_gpu_hour=usd_per_gpu_hour,
                                           async_checkpoint=async_checkpoint, hot_spares=hot_spares,
                                           trials=trials, seed=seed)
     return e, ttt, rel, m, c
@@ -97,17 +97,6 @@ def _ramp_extra(text: str | None, tokens: float, m: Any, c: Any, e: Any, par: An
     if start > par.global_batch:
         raise SpecError(f"--batch-ramp: START {start} is above the global batch {par.global_batch}")
     return batch_ramp(m, c, e, par, start, ramp_tokens).extra_tokens
-
-
-def _as_run(ttt: Any, tokens: float) -> Any:
-    """A time to train of the run's own ``tokens``: the same days and costs, the run's average tokens/s."""
-    from dataclasses import replace
-
-    from clustertwin.units import DAY_S
-
-    if ttt.tokens == tokens:
-        return ttt
-    return replace(ttt, tokens=tokens, tokens_per_s=tokens / (ttt.days * DAY_S), ramp_extra_tokens=ttt.tokens - tokens)
 
 
 def searched_note(chosen: dict[str, Any]) -> str:

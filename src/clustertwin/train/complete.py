@@ -57,7 +57,7 @@ def stack_layout_defaults(model: ModelSpec, cluster: ClusterSpec, par: Paralleli
     if par.software_stack in ("auto", *ALIASES):
         return {}
     stack = resolve_stack(par.software_stack, cluster, params)
-    return moe_layout_defaults(stack, bool(model.moe), {k: getattr(par, k) for k in given if hasattr(par, k)})
+    return moe_layout_defaults(stack, bool(model.moe), {k: getattr(par, k) for k in given})
 
 
 def complete_layout(model: ModelSpec, cluster: ClusterSpec, par: ParallelismSpec, gpus: int, given: set[str], *,

@@ -17,6 +17,7 @@ tokens at the final batch's throughput ``r_final`` (>= ramp_tokens). The layout 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from clustertwin.errors import SpecError
@@ -79,6 +80,6 @@ def parse_batch_ramp(text: str, option: str = "--batch-ramp") -> tuple[int, floa
     except ValueError:
         raise SpecError(f"{option} {str(text)[:40]!r}: expected START,TOKENS (sequences, tokens), e.g. 3072,469e9"
                         ) from None
-    if start < 1 or not tokens > 0 or tokens != tokens or tokens == float("inf"):
+    if start < 1 or not math.isfinite(tokens) or tokens <= 0:
         raise SpecError(f"{option} {str(text)[:40]!r}: START must be >= 1 and TOKENS a finite number > 0")
     return start, tokens

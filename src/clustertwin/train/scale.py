@@ -71,20 +71,24 @@ def facility_pue(cluster: ClusterSpec) -> float:
 
 
 def time_to_train(est: TrainEstimate, tokens: float, cluster: ClusterSpec,
-                  usd_per_gpu_hour: float = 0.0) -> TimeToTrain:
-    """Days, GPU-hours, energy (MWh) and cost of ``tokens`` at the throughput of ``est``."""
+                  usd_per_gpu_hour: float = 0.0, ramp_extra_tokens: float = 0.0) -> TimeToTrain:
+    """Days, GPU-hours, energy (MWh) and cost of ``tokens`` at the throughput of ``est``; a batch-size ramp
+    adds the time of ``ramp_extra_tokens`` more steady-step tokens (:mod:`clustertwin.train.ramp`), and
+    ``tokens_per_s`` is then the run's average."""
     if tokens <= 0:
         raise SpecError(f"tokens must be > 0 (got {tokens})", path=("tokens",))
-    seconds = tokens / est.tokens_per_s
+    seconds = (tokens + ramp_extra_tokens) / est.tokens_per_s
     hours = seconds / HOUR_S
     gpu_hours = est.gpus * hours
     pue = facility_pue(cluster)
     node = cluster.node
     kwh = est.gpus / node.gpus * node.system_power_kw * hours * pue
     energy_cost = kwh * cluster.facility.usd_per_kwh
-    return TimeToTrain(tokens=tokens, gpus=est.gpus, tokens_per_s=est.tokens_per_s, days=seconds / DAY_S,
+    return TimeToTrain(tokens=tokens, gpus=est.gpus,
+                       tokens_per_s=tokens / seconds if ramp_extra_tokens else est.tokens_per_s, days=seconds / DAY_S,
                        gpu_hours=gpu_hours, energy_mwh=kwh / KWH_PER_MWH, pue=pue,
-                       energy_cost_usd=energy_cost, cost_usd=energy_cost + gpu_hours * usd_per_gpu_hour)
+                       energy_cost_usd=energy_cost, cost_usd=energy_cost + gpu_hours * usd_per_gpu_hour,
+                       ramp_extra_tokens=ramp_extra_tokens)
 
 
 @dataclass

@@ -151,6 +151,13 @@ class Stack:
     AdamW moments (:mod:`clustertwin.train.memory_deepseek`)"""
 
 
+    @property
+    def flops_convention(self) -> dict[str, bool]:
+        """How the stack counts the model FLOPs it reports, as the keyword arguments of
+        :func:`clustertwin.train.flops.flops_per_token`."""
+        return {"causal": self.causal_flops, "windows": self.flops_windows, "gate_any": self.flops_gate_any}
+
+
 _MEGATRON_2021 = Stack("megatron-2021", 2021, flash_attention=False, tp_comm_overlap=False,
                        sequence_parallel=False, selective_recompute=False, zero_stages=(0,),
                        context_parallel=False, interleaved=True, uneven_pipeline=False, fp8=False,

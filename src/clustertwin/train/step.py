@@ -201,7 +201,7 @@ def _evaluate(model: ModelSpec, cluster: ClusterSpec, lay: Layouts, global_batch
         zero3_gather=dpt.zero3_s, optimizer=opt, data_stall=data)
 
     gpus = as_float(lay.gpus)
-    fpt = F.flops_per_token(model, s, causal=st.causal_flops, windows=st.flops_windows, gate_any=st.flops_gate_any)
+    fpt = F.flops_per_token(model, s, **st.flops_convention)
     tokens = global_batch * s
     model_flops = fpt.model * tokens
     hw_flops = (fpt.model + rc.flops_per_token(model, s, st.causal_flops)) * tokens
