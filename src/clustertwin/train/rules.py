@@ -109,14 +109,18 @@ VPP_WHOLE_MAX = 32
 _SPLIT_SLOTS = (0, 1, 2)
 
 
+def whole_chunks(layers: int, pp: int, vpp: int) -> bool:
+    """Whether ``pp x vpp`` virtual chunks can hold whole layers for some balanced split (the layers alone,
+    or with the embedding and/or loss slots)."""
+    return any((layers + k) % (pp * vpp) == 0 for k in _SPLIT_SLOTS)
+
+
 def searched_vpps(layers: int, pp: int, vmax: int) -> list[int]:
     """vpp values a search offers for ``pp`` stages: 1..``vmax`` with at least one layer slot per chunk;
     when none of 2..``vmax`` gives whole chunks for any balanced split (e.g. 92 layers on pp 4: 23 per
     stage), the whole-chunk values up to :data:`VPP_WHOLE_MAX` instead (vpp 23: one layer per chunk,
     Megatron's ``--num-layers-per-virtual-pipeline-stage 1``)."""
-    def whole(v: int) -> bool:
-        return any((layers + k) % (pp * v) == 0 for k in _SPLIT_SLOTS)
     base = [v for v in range(1, vmax + 1) if pp * v <= layers + 2]
-    if vmax <= 1 or any(whole(v) for v in base if v > 1):
+    if vmax <= 1 or any(whole_chunks(layers, pp, v) for v in base if v > 1):
         return base
-    return base + [v for v in range(vmax + 1, VPP_WHOLE_MAX + 1) if pp * v <= layers + 2 and whole(v)]
+    return base + [v for v in range(vmax + 1, VPP_WHOLE_MAX + 1) if pp * v <= layers + 2 and whole_chunks(layers, pp, v)]

@@ -171,12 +171,10 @@ def _recipe_layout(model: ModelSpec, par: ParallelismSpec, given: set[str]) -> s
     build it by :func:`~clustertwin.train.layout_string.balanced_layout`."""
     if "vpp" not in given or par.vpp < 2 or given & {"pipeline_layout", "first_stage_layers", "last_stage_layers"}:
         return None
-    chunks = par.pp * par.vpp
-    if any((model.layers + slots) % chunks == 0 for slots in (0, 1, 2)):
-        return None
     from clustertwin.train.layout_string import balanced_layout
+    from clustertwin.train.rules import whole_chunks
 
-    return balanced_layout(model.layers, par.pp, par.vpp)
+    return None if whole_chunks(model.layers, par.pp, par.vpp) else balanced_layout(model.layers, par.pp, par.vpp)
 
 
 def _prediction(e: TrainEstimate) -> dict[str, Any]:
